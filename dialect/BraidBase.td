@@ -1,0 +1,82 @@
+//===- BraidBase.td - braid dialect, types, attributes -----*- tablegen -*-===//
+#ifndef BRAID_BASE_TD
+#define BRAID_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Braid_Dialect : Dialect {
+  let name = "braid";
+  let cppNamespace = "::mlir::braid";
+  let summary = "Tensor-parallel transformer compute and collective ops";
+  let description = [{
+    The `braid` dialect describes what ONE rank of a tensor-parallel
+    (SPMD) transformer executes: compute ops on the rank's local tensor
+    shards and the collectives that move data between the ranks of a
+    device group. Every rank runs the same program.
+
+    Device groups are symbols (`braid.device_group`); every collective
+    names the group it runs over. Parameters record how this rank's slice
+    was cut from the full checkpoint tensor so a runtime can load or
+    generate exactly that slice. Each collective also exists in an
+    asynchronous form: a `*_start` op returning a `!braid.handle` and a
+    `braid.wait` that turns the handle back into the tensor.
+  }];
+  let useDefaultTypePrinterParser = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def Braid_HandleType : TypeDef<Braid_Dialect, "Handle"> {
+  let mnemonic = "handle";
+  let summary = "Handle to an in-flight asynchronous collective";
+  let description = [{
+    Returned by every `*_start` collective and consumed by exactly one
+    `braid.wait`. The parameter is the type the wait produces: the
+    collective's result tensor, or `none` for `send_start`.
+
+    ```mlir
+    %h = braid.all_reduce_start sum %x on @tp : tensor<8x64xbf16> -> !braid.handle<tensor<8x64xbf16>>
+    %y = braid.wait %h : !braid.handle<tensor<8x64xbf16>> -> tensor<8x64xbf16>
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$payload);
+  let assemblyFormat = "`<` $payload `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Braid_ReduceKind : I32EnumAttr<"ReduceKind", "reduction applied by a collective", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"max", 1>,
+    I32EnumAttrCase<"min", 2>,
+    I32EnumAttrCase<"prod", 3>]> {
+  let cppNamespace = "::mlir::braid";
+}
+
+def Braid_GeluApprox : I32EnumAttr<"GeluApproximation", "GELU formulation", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"tanh", 1>]> {
+  let cppNamespace = "::mlir::braid";
+}
+
+//===----------------------------------------------------------------------===//
+// Traits and op base classes
+//===----------------------------------------------------------------------===//
+
+// Marks the `*_start` half of an asynchronous collective; `braid.wait`
+// accepts only handles produced by an op with this trait.
+def Braid_AsyncStart : NativeOpTrait<"BraidAsyncStart">;
+
+class Braid_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Braid_Dialect, mnemonic, traits>;
+
+def Braid_FloatTensor : StaticShapeTensorOf<[BF16, F16, F32]>;
+def Braid_IntTensor : StaticShapeTensorOf<[I32, I64]>;
+
+#endif // BRAID_BASE_TD

@@ -1,0 +1,353 @@
+//===- BraidOps.cpp - braid op verifiers and folders ----------------------===//
+#include "dialect/BraidOps.h"
+#include "dialect/ShapeChecks.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::braid;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Resolves `group` to its braid.device_group and returns the group size.
+static FailureOr<int64_t> lookupGroupSize(Operation *op,
+                                          FlatSymbolRefAttr group,
+                                          SymbolTableCollection &tables) {
+  auto g = tables.lookupNearestSymbolFrom<DeviceGroupOp>(op, group);
+  if (!g)
+    return op->emitOpError("group ")
+           << group << " does not name a braid.device_group";
+  return g.getSize();
+}
+
+/// Short op name for messages: "all_gather" for braid.all_gather.
+static StringRef shortName(Operation *op) {
+  return op->getName().stripDialect();
+}
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// The type a collective produces: its result, or the payload of the handle
+/// its start op returns.
+template <typename OpT>
+static Type collectiveResultType(OpT op) {
+  if constexpr (OpT::template hasTrait<OpTrait::BraidAsyncStart>())
+    return cast<HandleType>(op.getHandle().getType()).getPayload();
+  else
+    return op.getResult().getType();
+}
+
+LogicalResult mlir::braid::verifyAsyncStartHandle(Operation *op) {
+  Value handle = op->getResult(0);
+  if (!isa<HandleType>(handle.getType()))
+    return op->emitOpError("must return a !braid.handle");
+  int64_t waits = 0;
+  for (Operation *user : handle.getUsers()) {
+    if (!isa<WaitOp>(user))
+      return op->emitOpError("handle is used by '")
+             << user->getName() << "'; only braid.wait may consume it";
+    ++waits;
+  }
+  if (waits != 1)
+    return op->emitOpError("handle must be consumed by exactly one "
+                           "braid.wait, found ")
+           << waits;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceGroupOp / ParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DeviceGroupOp::verify() {
+  return checkGroupSize(getLoc(), getSymName(), getSize());
+}
+
+int64_t ParameterOp::getNumShards(int64_t groupSize) {
+  if (!getShardDim())
+    return 1;
+  return getShards().value_or(groupSize);
+}
+
+LogicalResult
+ParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  int64_t groupSize = 1;
+  if (getGroupAttr()) {
+    auto n = lookupGroupSize(*this, getGroupAttr(), tables);
+    if (failed(n))
+      return failure();
+    groupSize = *n;
+  } else if (getShards() || getBlocks()) {
+    return emitOpError("shards/blocks need 'shard_dim ... on @group'");
+  }
+  return checkParameter(getLoc(), getName(), getFullShape(),
+                        tensorType(getResult()), getShardDim(), groupSize,
+                        getNumShards(groupSize), getNumBlocks());
+}
+
+//===----------------------------------------------------------------------===//
+// Compute ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  return checkMatmul(getLoc(), tensorType(getA()), tensorType(getB()),
+                     tensorType(getResult()), getTransposeA(),
+                     getTransposeB());
+}
+
+LogicalResult AddOp::verify() {
+  return checkBroadcastBinary(getLoc(), "add", tensorType(getLhs()),
+                              tensorType(getRhs()), tensorType(getResult()));
+}
+
+LogicalResult MulOp::verify() {
+  return checkBroadcastBinary(getLoc(), "mul", tensorType(getLhs()),
+                              tensorType(getRhs()), tensorType(getResult()));
+}
+
+LogicalResult RmsNormOp::verify() {
+  return checkNorm(getLoc(), "rms_norm", tensorType(getInput()),
+                   {tensorType(getWeight())}, tensorType(getResult()),
+                   getEpsilon().convertToDouble());
+}
+
+LogicalResult LayerNormOp::verify() {
+  return checkNorm(getLoc(), "layer_norm", tensorType(getInput()),
+                   {tensorType(getWeight()), tensorType(getBias())},
+                   tensorType(getResult()), getEpsilon().convertToDouble());
+}
+
+LogicalResult RopeOp::verify() {
+  return checkRope(getLoc(), tensorType(getInput()),
+                   tensorType(getPositions()), tensorType(getResult()),
+                   getTheta().convertToDouble());
+}
+
+double AttentionOp::getScaleOrDefault() {
+  if (auto s = getScale())
+    return s->convertToDouble();
+  return 1.0 / std::sqrt((double)getHeadDim());
+}
+
+LogicalResult AttentionOp::verify() {
+  AttentionShapes s;
+  s.q = tensorType(getQ());
+  s.k = tensorType(getK());
+  s.v = tensorType(getV());
+  s.output = tensorType(getOutput());
+  if (getKCache())
+    s.kCache = tensorType(getKCache());
+  if (getVCache())
+    s.vCache = tensorType(getVCache());
+  if (getPosition())
+    s.position = tensorType(getPosition());
+  auto caches = getUpdatedCache();
+  if (caches.size() > 2)
+    return emitOpError("returns at most 3 results, got ")
+           << caches.size() + 1;
+  if (caches.size() >= 1)
+    s.kCacheOut = tensorType(caches[0]);
+  if (caches.size() == 2)
+    s.vCacheOut = tensorType(caches[1]);
+  s.numHeads = getNumHeads();
+  s.numKvHeads = getNumKvHeads();
+  s.headDim = getHeadDim();
+  if (auto sc = getScale())
+    s.scale = sc->convertToDouble();
+  return checkAttention(getLoc(), s);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return checkEmbedding(getLoc(), tensorType(getIds()), tensorType(getTable()),
+                        tensorType(getResult()));
+}
+
+LogicalResult
+EmbeddingOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (!getVocabGroupAttr())
+    return success();
+  return lookupGroupSize(*this, getVocabGroupAttr(), tables);
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return checkDim(getLoc(), "softmax", "dim", getDim(),
+                  tensorType(getInput()).getRank());
+}
+
+LogicalResult SliceOp::verify() {
+  return checkSlice(getLoc(), tensorType(getInput()), getOffsets(),
+                    getSizes(), tensorType(getResult()));
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  // A slice covering the whole input is the input.
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult ConcatOp::verify() {
+  SmallVector<RankedTensorType> inputs;
+  for (Value v : getInputs())
+    inputs.push_back(tensorType(v));
+  return checkConcat(getLoc(), inputs, getDim(), tensorType(getResult()));
+}
+
+LogicalResult ReshapeOp::verify() {
+  return checkReshape(getLoc(), tensorType(getInput()),
+                      tensorType(getResult()));
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) -> reshape(x): reshapes keep element order, so
+  // only the final shape matters.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives: one symbol-use verifier per sync/async pair.
+//===----------------------------------------------------------------------===//
+
+template <typename OpT, typename CheckFn>
+static LogicalResult verifyCollective(OpT op, SymbolTableCollection &tables,
+                                      CheckFn check) {
+  FailureOr<int64_t> n = lookupGroupSize(op, op.getGroupAttr(), tables);
+  if (failed(n))
+    return failure();
+  return check(*n);
+}
+
+template <typename OpT>
+static LogicalResult verifyAllReduceLike(OpT op, SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t) {
+    return checkAllReduce(op.getLoc(), shortName(op), tensorType(op.getInput()),
+                          collectiveResultType(op));
+  });
+}
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllReduceLike(*this, t);
+}
+LogicalResult AllReduceStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllReduceLike(*this, t);
+}
+
+template <typename OpT>
+static LogicalResult verifyAllGatherLike(OpT op, SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t n) {
+    return checkAllGather(op.getLoc(), shortName(op), tensorType(op.getInput()),
+                          collectiveResultType(op), op.getDim(), n);
+  });
+}
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllGatherLike(*this, t);
+}
+LogicalResult AllGatherStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllGatherLike(*this, t);
+}
+
+template <typename OpT>
+static LogicalResult verifyReduceScatterLike(OpT op,
+                                             SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t n) {
+    return checkReduceScatter(op.getLoc(), shortName(op),
+                              tensorType(op.getInput()),
+                              collectiveResultType(op), op.getDim(), n);
+  });
+}
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyReduceScatterLike(*this, t);
+}
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyReduceScatterLike(*this, t);
+}
+
+template <typename OpT>
+static LogicalResult verifyAllToAllLike(OpT op, SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t n) {
+    return checkAllToAll(op.getLoc(), shortName(op), tensorType(op.getInput()),
+                         collectiveResultType(op), op.getSplitDim(),
+                         op.getConcatDim(), n);
+  });
+}
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllToAllLike(*this, t);
+}
+LogicalResult AllToAllStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyAllToAllLike(*this, t);
+}
+
+template <typename OpT>
+static LogicalResult verifyBroadcastLike(OpT op, SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t n) {
+    return checkBroadcast(op.getLoc(), shortName(op), tensorType(op.getInput()),
+                          collectiveResultType(op), op.getRoot(), n);
+  });
+}
+LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyBroadcastLike(*this, t);
+}
+LogicalResult BroadcastStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyBroadcastLike(*this, t);
+}
+
+template <typename OpT>
+static LogicalResult verifyPeerOp(OpT op, SymbolTableCollection &t) {
+  return verifyCollective(op, t, [&](int64_t n) {
+    return checkPeer(op.getLoc(), shortName(op), op.getPeer(), n);
+  });
+}
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyPeerOp(*this, t);
+}
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &t) {
+  return verifyPeerOp(*this, t);
+}
+LogicalResult SendStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (!isa<NoneType>(getHandle().getType().getPayload()))
+    return emitOpError("handle payload must be none, got ")
+           << getHandle().getType().getPayload();
+  return verifyPeerOp(*this, t);
+}
+LogicalResult RecvStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (!isa<RankedTensorType>(getHandle().getType().getPayload()))
+    return emitOpError("handle payload must be a ranked tensor, got ")
+           << getHandle().getType().getPayload();
+  return verifyPeerOp(*this, t);
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getHandle().getDefiningOp();
+  if (!start || !start->hasTrait<OpTrait::BraidAsyncStart>())
+    return emitOpError("handle must come from a braid.*_start op");
+  Type payload = getHandle().getType().getPayload();
+  if (isa<NoneType>(payload)) {
+    if (getResult())
+      return emitOpError("waits on a send and produces no result");
+    return success();
+  }
+  if (!getResult())
+    return emitOpError("must produce the handle's payload ") << payload;
+  if (getResult().getType() != payload)
+    return emitOpError("result type ")
+           << getResult().getType() << " does not match the handle payload "
+           << payload;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/BraidOps.cpp.inc"

@@ -1,0 +1,490 @@
+//===- BraidOps.td - braid ops -----------------------------*- tablegen -*-===//
+#ifndef BRAID_OPS_TD
+#define BRAID_OPS_TD
+
+include "dialect/BraidBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Device groups
+//===----------------------------------------------------------------------===//
+
+def Braid_DeviceGroupOp : Braid_Op<"device_group", [Symbol]> {
+  let summary = "A named group of ranks that collectives run over";
+  let description = [{
+    Declares a device group: `size` ranks that take part in the collectives
+    naming it. In a tensor-parallel model there is usually one group, the
+    TP group; pipeline or data parallelism add more.
+
+    ```mlir
+    braid.device_group @tp size 4
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$size);
+  let assemblyFormat = "$sym_name `size` $size attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+def Braid_ParameterOp : Braid_Op<"parameter", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This rank's slice of a named checkpoint tensor";
+  let description = [{
+    Produces this rank's slice of the checkpoint tensor `name` whose full
+    shape is `full_shape`. Without `shard_dim` the tensor is replicated.
+    With `shard_dim = d on @g`, dimension `d` is cut into `shards` equal
+    pieces (default: the group size) and rank `r` of the group takes piece
+    `r * shards / size` — so with fewer shards than ranks, consecutive ranks
+    hold the same piece (replicated KV heads in grouped-query attention).
+    With `blocks = b`, dimension `d` is first viewed as `b` equal blocks
+    (e.g. a fused QKV weight) and the rank's slice is its piece of every
+    block, concatenated.
+
+    ```mlir
+    // HF Linear weight [out, in], column-parallel over 4 ranks.
+    %w = braid.parameter "model.layers.0.self_attn.q_proj.weight"
+           full [4096, 4096] shard_dim 0 on @tp : tensor<1024x4096xbf16>
+    // GPT-2 fused c_attn (Conv1D [in, 3*out]): q, k and v each cut.
+    %c = braid.parameter "h.0.attn.c_attn.weight"
+           full [768, 2304] shard_dim 1 on @tp {blocks = 3 : i64} : tensor<768x576xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, DenseI64ArrayAttr:$full_shape,
+                       OptionalAttr<I64Attr>:$shard_dim,
+                       OptionalAttr<FlatSymbolRefAttr>:$group,
+                       OptionalAttr<I64Attr>:$shards,
+                       OptionalAttr<I64Attr>:$blocks);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $name `full` $full_shape (`shard_dim` $shard_dim^ `on` $group)? attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Number of distinct slices along the shard dim (1 when replicated).
+    int64_t getNumShards(int64_t groupSize);
+    /// Number of blocks the shard dim is viewed as (1 unless fused).
+    int64_t getNumBlocks() { return getBlocks().value_or(1); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Compute ops
+//===----------------------------------------------------------------------===//
+
+def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
+  let summary = "Matrix multiply with optional operand transposes";
+  let description = [{
+    `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `b` is `[K, N]`
+    (`[N, K]` with `transpose_b`) or carries the same leading batch dims as
+    `a`. The result is `[..., M, N]`. Accumulation is fp32 whatever the
+    element type. Hugging Face `nn.Linear` weights are `[out, in]`, so a
+    projection is `matmul %x, %w {transpose_b}`.
+
+    ```mlir
+    %y = braid.matmul %x, %w {transpose_b} : (tensor<2x16x512xbf16>, tensor<128x512xbf16>) -> tensor<2x16x128xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$a, Braid_FloatTensor:$b,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Braid_BroadcastBinaryOp<string mnemonic, string what>
+    : Braid_Op<mnemonic, [Pure]> {
+  let summary = "Elementwise " # what # " with trailing broadcast of rhs";
+  let description = [{
+    `rhs` broadcasts against `lhs` numpy-style from the trailing dimension:
+    its rank is at most `lhs`'s and each of its dimensions equals `lhs`'s
+    or is 1. The result has `lhs`'s type. A bias add is `lhs [..., N]` with
+    `rhs [N]`.
+
+    ```mlir
+    %z = braid.}] # mnemonic # [{ %x, %b : (tensor<2x16x512xbf16>, tensor<512xbf16>) -> tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$lhs, Braid_FloatTensor:$rhs);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+def Braid_AddOp : Braid_BroadcastBinaryOp<"add", "addition">;
+def Braid_MulOp : Braid_BroadcastBinaryOp<"mul", "multiplication">;
+
+def Braid_RmsNormOp : Braid_Op<"rms_norm", [Pure]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `y = x / sqrt(mean(x^2, -1) + epsilon) * weight`, with `weight` of shape
+    `[H]` for `x` of shape `[..., H]` (LLaMA's `LlamaRMSNorm`).
+
+    ```mlir
+    %y = braid.rms_norm %x, %w {epsilon = 1.0e-05 : f64} : (tensor<2x16x512xbf16>, tensor<512xbf16>) -> tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Braid_LayerNormOp : Braid_Op<"layer_norm", [Pure]> {
+  let summary = "LayerNorm over the last dimension";
+  let description = [{
+    `y = (x - mean) / sqrt(var + epsilon) * weight + bias` over the last
+    dimension; `weight` and `bias` are `[H]` (GPT-2's `ln_1`, `ln_2`, `ln_f`).
+
+    ```mlir
+    %y = braid.layer_norm %x, %g, %b {epsilon = 1.0e-05 : f64} : (tensor<1x8x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<1x8x768xf32>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_FloatTensor:$weight,
+                       Braid_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Braid_RopeOp : Braid_Op<"rope", [Pure]> {
+  let summary = "Rotary position embedding (rotate-half form)";
+  let description = [{
+    Rotates `x` of shape `[B, S, H, D]` by the positions `[B, S]` with
+    frequencies `theta^(-2i/D)`, pairing element `i` with `i + D/2` as
+    Hugging Face's `rotate_half` does. `D` must be even.
+
+    ```mlir
+    %r = braid.rope %q, %pos {theta = 5.0e+05 : f64} : (tensor<2x16x8x64xbf16>, tensor<2x16xi32>) -> tensor<2x16x8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_IntTensor:$positions, F64Attr:$theta);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Braid_AttentionOp : Braid_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Scaled dot-product attention with GQA and an optional KV cache";
+  let description = [{
+    `q` is `[B, S, num_heads, head_dim]`, `k` and `v` are
+    `[B, S, num_kv_heads, head_dim]`; query head `h` attends with KV head
+    `h / (num_heads / num_kv_heads)`. `scale` defaults to `1/sqrt(head_dim)`.
+    With `causal`, token `i` attends to tokens `<= i`.
+
+    With a KV cache (`cache(%kc, %vc) at %pos`): the caches are
+    `[B, max_seq, num_kv_heads, head_dim]` and `%pos` is `[B]` (the position
+    of the first new token of each sequence). The new `k`, `v` are written
+    at `[pos, pos + S)`, each query attends to cache entries `[0, pos + i]`
+    (causal) and the op also returns the updated caches. State is explicit
+    SSA: the entry function threads the caches in and out.
+
+    ```mlir
+    %o, %kc2, %vc2 = braid.attention %q, %k, %v cache(%kc, %vc) at %pos
+        {causal, num_heads = 8 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+        : (...) -> (tensor<2x1x8x64xbf16>, tensor<2x128x2x64xbf16>, tensor<2x128x2x64xbf16>)
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$q, Braid_FloatTensor:$k, Braid_FloatTensor:$v,
+                       Optional<Braid_FloatTensor>:$k_cache,
+                       Optional<Braid_FloatTensor>:$v_cache,
+                       Optional<Braid_IntTensor>:$position,
+                       UnitAttr:$causal, I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       I64Attr:$head_dim, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Braid_FloatTensor:$output, Variadic<Braid_FloatTensor>:$updated_cache);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`cache` `(` $k_cache^ `,` $v_cache `)` `at` $position)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool hasCache() { return getKCache() != nullptr; }
+    double getScaleOrDefault();
+  }];
+}
+
+class Braid_UnaryOp<string mnemonic>
+    : Braid_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins Braid_FloatTensor:$input);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Braid_SiluOp : Braid_UnaryOp<"silu"> {
+  let summary = "SiLU (swish): x * sigmoid(x)";
+  let description = [{
+    ```mlir
+    %y = braid.silu %x : tensor<2x16x1376xbf16>
+    ```
+  }];
+}
+
+def Braid_GeluOp : Braid_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or tanh-approximated";
+  let description = [{
+    `approximation` is `none` (erf) or `tanh` (GPT-2's `gelu_new`).
+
+    ```mlir
+    %y = braid.gelu tanh %x : tensor<1x8x3072xf32>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_GeluApprox:$approximation);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$approximation $input attr-dict `:` type($result)";
+}
+
+def Braid_EmbeddingOp : Braid_Op<"embedding", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Table lookup, optionally over a vocabulary shard";
+  let description = [{
+    Gathers rows of `table` `[V, H]` at integer `ids` of any shape; the
+    result is `ids.shape + [H]`. With `vocab_group = @g` the table is this
+    rank's vocabulary shard `[r*V, (r+1)*V)` of group `@g` (Megatron's
+    vocabulary-parallel embedding): ids outside the shard give zero rows,
+    and an `all_reduce sum` over `@g` completes the lookup.
+
+    ```mlir
+    %e = braid.embedding %ids, %tab {vocab_group = @tp} : (tensor<2x16xi32>, tensor<8000x512xbf16>) -> tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_IntTensor:$ids, Braid_FloatTensor:$table,
+                       OptionalAttr<FlatSymbolRefAttr>:$vocab_group);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Braid_SoftmaxOp : Braid_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "Softmax along one dimension";
+  let description = [{
+    ```mlir
+    %p = braid.softmax %x dim 1 : tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Braid_SliceOp : Braid_Op<"slice", [Pure]> {
+  let summary = "Static, unit-stride slice";
+  let description = [{
+    Takes `sizes` elements from `offsets` in every dimension.
+
+    ```mlir
+    %q = braid.slice %qkv offsets [0, 0, 0] sizes [1, 8, 256] : tensor<1x8x768xf32> -> tensor<1x8x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Braid_ConcatOp : Braid_Op<"concat", [Pure]> {
+  let summary = "Concatenation along one dimension";
+  let description = [{
+    ```mlir
+    %c = braid.concat %a, %b dim 1 : (tensor<4x8xf32>, tensor<4x24xf32>) -> tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs, I64Attr:$dim);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$inputs `dim` $dim attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+def Braid_ReshapeOp : Braid_Op<"reshape", [Pure]> {
+  let summary = "Reshape preserving the element count and order";
+  let description = [{
+    ```mlir
+    %r = braid.reshape %x : tensor<2x16x512xbf16> -> tensor<2x16x8x64xbf16>
+    ```
+    Folds: reshape to the operand's own type is the operand;
+    `reshape(reshape(x))` becomes one reshape of `x`.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// A collective over a tensor, in its synchronous form (`Op`) and as the
+// start of its asynchronous form (`StartOp`). Both share arguments,
+// assembly and the shape rules (checked once in BraidOps.cpp).
+multiclass Braid_TensorCollective<string mn, dag extraArgs, string fmt,
+                                  string summaryText, string descr> {
+  def Op : Braid_Op<mn, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    let summary = summaryText;
+    let description = descr;
+    let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
+    let results = (outs AnyStaticShapeTensor:$result);
+    let assemblyFormat = fmt # " attr-dict `:` type($input) `->` type($result)";
+  }
+  def StartOp : Braid_Op<mn # "_start", [Braid_AsyncStart,
+      DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    let summary = "Starts an asynchronous `braid." # mn # "`";
+    let description = "Same operands, attributes and shape rules as `braid." # mn #
+        "`; returns a handle whose payload is the result type. Exactly one "
+        "`braid.wait` consumes the handle and yields the result.";
+    let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
+    let results = (outs Braid_HandleType:$handle);
+    let assemblyFormat = fmt # " attr-dict `:` type($input) `->` qualified(type($handle))";
+  }
+}
+
+defm Braid_AllReduce : Braid_TensorCollective<"all_reduce",
+    (ins Braid_ReduceKind:$kind), "$kind $input `on` $group",
+    "Reduce across the group; every rank gets the full result", [{
+    Every rank contributes a tensor of the same type and receives the
+    elementwise reduction (`sum`, `max`, `min`, `prod`) of all of them.
+
+    ```
+    rank0: [a0 b0]   rank1: [a1 b1]   ->   both: [a0+a1 b0+b1]
+    ```
+    ```mlir
+    %y = braid.all_reduce sum %x on @tp : tensor<2x16x512xbf16> -> tensor<2x16x512xbf16>
+    ```
+  }]>;
+
+defm Braid_AllGather : Braid_TensorCollective<"all_gather",
+    (ins I64Attr:$dim), "$input `on` $group `dim` $dim",
+    "Concatenate every rank's tensor along a dimension", [{
+    The result is the concatenation, in rank order, of every rank's
+    operand along `dim`: result size along `dim` = group size x operand size.
+
+    ```
+    rank0: [a]   rank1: [b]   ->   both: [a b]
+    ```
+    ```mlir
+    %y = braid.all_gather %x on @tp dim 2 : tensor<2x16x2000xbf16> -> tensor<2x16x8000xbf16>
+    ```
+  }]>;
+
+defm Braid_ReduceScatter : Braid_TensorCollective<"reduce_scatter",
+    (ins Braid_ReduceKind:$kind, I64Attr:$dim), "$kind $input `on` $group `dim` $dim",
+    "Reduce across the group and give each rank one slice", [{
+    Reduces every rank's operand elementwise, then rank `r` keeps slice
+    `r` of `n` equal slices along `dim` (which must divide by the group size).
+
+    ```
+    rank0: [a0 b0]   rank1: [a1 b1]   ->   rank0: [a0+a1]   rank1: [b0+b1]
+    ```
+    ```mlir
+    %y = braid.reduce_scatter sum %x on @tp dim 1 : tensor<2x16x512xbf16> -> tensor<2x4x512xbf16>
+    ```
+  }]>;
+
+defm Braid_AllToAll : Braid_TensorCollective<"all_to_all",
+    (ins I64Attr:$split_dim, I64Attr:$concat_dim),
+    "$input `on` $group `split` $split_dim `concat` $concat_dim",
+    "Exchange slices: split along one dim, concatenate along another", [{
+    Each rank splits its operand into `n` slices along `split_dim`, sends
+    slice `j` to rank `j`, and concatenates what it receives (in rank order)
+    along `concat_dim` (Ulysses sequence parallelism for attention).
+
+    ```
+    rank0: [a0 a1]   rank1: [b0 b1]   ->   rank0: [a0 b0]   rank1: [a1 b1]
+    ```
+    ```mlir
+    %y = braid.all_to_all %x on @tp split 2 concat 1 : tensor<1x4x8x64xbf16> -> tensor<1x16x2x64xbf16>
+    ```
+  }]>;
+
+defm Braid_Broadcast : Braid_TensorCollective<"broadcast",
+    (ins I64Attr:$root), "$input `on` $group `root` $root",
+    "Every rank receives the root rank's tensor", [{
+    ```
+    rank0 (root): [a]   rank1: [x]   ->   both: [a]
+    ```
+    ```mlir
+    %y = braid.broadcast %ids on @tp root 0 : tensor<2x16xi32> -> tensor<2x16xi32>
+    ```
+  }]>;
+
+def Braid_SendOp : Braid_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Send a tensor to one rank of the group";
+  let description = [{
+    Point-to-point send to rank `peer` of the group; pairs with a
+    `braid.recv` from this rank on the peer.
+
+    ```mlir
+    braid.send %x to 1 on @pp : tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let assemblyFormat = "$input `to` $peer `on` $group attr-dict `:` type($input)";
+}
+
+def Braid_SendStartOp : Braid_Op<"send_start", [Braid_AsyncStart,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Starts an asynchronous `braid.send`";
+  let description = [{
+    Returns `!braid.handle<none>`; the matching `braid.wait` has no result.
+
+    ```mlir
+    %h = braid.send_start %x to 1 on @pp : tensor<2x16x512xbf16> -> !braid.handle<none>
+    braid.wait %h : !braid.handle<none>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let results = (outs Braid_HandleType:$handle);
+  let assemblyFormat = "$input `to` $peer `on` $group attr-dict `:` type($input) `->` qualified(type($handle))";
+}
+
+def Braid_RecvOp : Braid_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Receive a tensor from one rank of the group";
+  let description = [{
+    ```mlir
+    %x = braid.recv from 0 on @pp : tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "`from` $peer `on` $group attr-dict `:` type($result)";
+}
+
+def Braid_RecvStartOp : Braid_Op<"recv_start", [Braid_AsyncStart,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Starts an asynchronous `braid.recv`";
+  let description = [{
+    ```mlir
+    %h = braid.recv_start from 0 on @pp : !braid.handle<tensor<2x16x512xbf16>>
+    %x = braid.wait %h : !braid.handle<tensor<2x16x512xbf16>> -> tensor<2x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let results = (outs Braid_HandleType:$handle);
+  let assemblyFormat = "`from` $peer `on` $group attr-dict `:` qualified(type($handle))";
+}
+
+def Braid_WaitOp : Braid_Op<"wait"> {
+  let summary = "Complete an asynchronous collective";
+  let description = [{
+    Waits for the collective started by the `*_start` op that produced
+    `handle` and yields its result (nothing for `send_start`). Each handle
+    is waited exactly once.
+
+    ```mlir
+    %y = braid.wait %h : !braid.handle<tensor<8x64xbf16>> -> tensor<8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_HandleType:$handle);
+  let results = (outs Optional<AnyStaticShapeTensor>:$result);
+  let assemblyFormat = "$handle attr-dict `:` qualified(type($handle)) (`->` type($result)^)?";
+  let hasVerifier = 1;
+}
+
+#endif // BRAID_OPS_TD

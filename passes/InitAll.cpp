@@ -1,0 +1,21 @@
+//===- InitAll.cpp --------------------------------------------------------===//
+#include "passes/InitAll.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void braid::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mlir::braid::BraidDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect>();
+}
+
+void braid::registerAllPasses() {
+  mlir::braid::registerBraidPasses();
+  // Generic cleanups users combine with braid passes.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}

@@ -1,0 +1,24 @@
+# -*- Python -*-
+import os
+import sys
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "braid"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".json"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.braid_obj_root, "test")
+config.excludes = ["check_op_coverage.py", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs"]
+
+config.substitutions.append(("%braid_src_root", config.braid_src_root))
+config.substitutions.append(("%python", sys.executable))
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.braid_tools_dir, append_path=True)
+
+tools = ["braid-opt", "FileCheck", "not", "count"]
+llvm_config.add_tool_substitutions(tools, [config.braid_tools_dir, config.llvm_tools_dir])
