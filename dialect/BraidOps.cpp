@@ -88,7 +88,10 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
   } else if (getShards() || getBlocks()) {
     return emitOpError("shards/blocks need 'shard_dim ... on @group'");
   }
-  return checkParameter(getLoc(), getName(), getFullShape(),
+  ArrayRef<int64_t> padded;
+  if (auto p = getPaddedShape())
+    padded = *p;
+  return checkParameter(getLoc(), getName(), getFullShape(), padded,
                         tensorType(getResult()), getShardDim(), groupSize,
                         getNumShards(groupSize), getNumBlocks());
 }

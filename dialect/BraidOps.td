@@ -43,7 +43,10 @@ def Braid_ParameterOp : Braid_Op<"parameter", [Pure,
     hold the same piece (replicated KV heads in grouped-query attention).
     With `blocks = b`, dimension `d` is first viewed as `b` equal blocks
     (e.g. a fused QKV weight) and the rank's slice is its piece of every
-    block, concatenated.
+    block, concatenated. With `padded_shape`, the full tensor is first
+    zero-padded at the end of each dimension to that shape (Megatron pads
+    the vocabulary to a multiple of the TP degree); slicing applies to the
+    padded tensor.
 
     ```mlir
     // HF Linear weight [out, in], column-parallel over 4 ranks.
@@ -58,7 +61,8 @@ def Braid_ParameterOp : Braid_Op<"parameter", [Pure,
                        OptionalAttr<I64Attr>:$shard_dim,
                        OptionalAttr<FlatSymbolRefAttr>:$group,
                        OptionalAttr<I64Attr>:$shards,
-                       OptionalAttr<I64Attr>:$blocks);
+                       OptionalAttr<I64Attr>:$blocks,
+                       OptionalAttr<DenseI64ArrayAttr>:$padded_shape);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $name `full` $full_shape (`shard_dim` $shard_dim^ `on` $group)? attr-dict `:` type($result)

@@ -337,6 +337,7 @@ LogicalResult mlir::braid::checkReshape(OptLoc loc, RankedTensorType input,
 
 LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
                                           ArrayRef<int64_t> full,
+                                          ArrayRef<int64_t> padded,
                                           RankedTensorType local,
                                           std::optional<int64_t> shardDim,
                                           int64_t groupSize, int64_t shards,
@@ -345,6 +346,19 @@ LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
     if (d <= 0)
       return emitOptionalError(loc, "parameter '", name, "': full shape ",
                                formatShape(full), " has a non-positive dim");
+  if (!padded.empty()) {
+    if (padded.size() != full.size())
+      return emitOptionalError(loc, "parameter '", name, "': padded shape ",
+                               formatShape(padded), " and full shape ",
+                               formatShape(full), " differ in rank");
+    for (size_t i = 0; i < full.size(); ++i)
+      if (padded[i] < full[i])
+        return emitOptionalError(loc, "parameter '", name, "': padded shape ",
+                                 formatShape(padded),
+                                 " is smaller than the full shape ",
+                                 formatShape(full), " in dim ", i);
+    full = padded;
+  }
   if ((int64_t)full.size() != local.getRank())
     return emitOptionalError(loc, "parameter '", name, "': full shape ",
                              formatShape(full), " and local shape ",

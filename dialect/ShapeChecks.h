@@ -63,9 +63,11 @@ LogicalResult checkConcat(OptLoc loc, ArrayRef<RankedTensorType> inputs,
 LogicalResult checkReshape(OptLoc loc, RankedTensorType input,
                            RankedTensorType result);
 
-/// Parameter slicing: `local` is what one rank holds of `full`.
+/// Parameter slicing: `local` is what one rank holds of `full`, after
+/// zero-padding `full` to `padded` (empty: no padding).
 LogicalResult checkParameter(OptLoc loc, StringRef name,
-                             ArrayRef<int64_t> full, RankedTensorType local,
+                             ArrayRef<int64_t> full, ArrayRef<int64_t> padded,
+                             RankedTensorType local,
                              std::optional<int64_t> shardDim,
                              int64_t groupSize, int64_t shards,
                              int64_t blocks);

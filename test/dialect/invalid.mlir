@@ -544,6 +544,22 @@ func.func @f() {
 
 // -----
 
+func.func @f() {
+  // expected-error@+1 {{parameter 'w': padded shape [4] and full shape [4, 8] differ in rank}}
+  %0 = braid.parameter "w" full [4, 8] {padded_shape = array<i64: 4>} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{parameter 'w': padded shape [4, 6] is smaller than the full shape [4, 8] in dim 1}}
+  %0 = braid.parameter "w" full [4, 8] {padded_shape = array<i64: 4, 6>} : tensor<4x6xf32>
+  return
+}
+
+// -----
+
 // expected-error@+1 {{device_group @tp: size must be >= 1, got 0}}
 braid.device_group @tp size 0
 

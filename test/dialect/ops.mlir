@@ -17,6 +17,8 @@ func.func @parameters() -> (tensor<1024x4096xbf16>, tensor<768x576xf32>, tensor<
   %1 = braid.parameter "h.0.attn.c_attn.weight" full [768, 2304] shard_dim 1 on @tp {blocks = 3 : i64} : tensor<768x576xf32>
   // CHECK: braid.parameter "model.layers.0.self_attn.k_proj.weight" full [256, 512] shard_dim 0 on @tp {shards = 2 : i64} : tensor<128x512xbf16>
   %2 = braid.parameter "model.layers.0.self_attn.k_proj.weight" full [256, 512] shard_dim 0 on @tp {shards = 2 : i64} : tensor<128x512xbf16>
+  // CHECK: braid.parameter "wte.weight" full [50257, 768] shard_dim 0 on @tp {padded_shape = array<i64: 50260, 768>} : tensor<12565x768xf32>
+  %w = braid.parameter "wte.weight" full [50257, 768] shard_dim 0 on @tp {padded_shape = array<i64: 50260, 768>} : tensor<12565x768xf32>
   // CHECK: braid.parameter "model.norm.weight" full [512] : tensor<512xbf16>
   %3 = braid.parameter "model.norm.weight" full [512] : tensor<512xbf16>
   return %0, %1, %2, %3 : tensor<1024x4096xbf16>, tensor<768x576xf32>, tensor<128x512xbf16>, tensor<512xbf16>

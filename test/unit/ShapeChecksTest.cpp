@@ -78,20 +78,24 @@ TEST_F(ShapeChecksTest, AllToAllMovesTheFactor) {
 
 TEST_F(ShapeChecksTest, ParameterShardsAndBlocks) {
   // GPT-2 c_attn [768, 2304] cut into 3 blocks over 4 ranks -> [768, 576].
-  EXPECT_TRUE(succeeded(checkParameter(loc(), "c_attn", {768, 2304},
+  EXPECT_TRUE(succeeded(checkParameter(loc(), "c_attn", {768, 2304}, {},
                                        t({768, 576}), 1, 4, 4, 3)));
   // Two KV heads (256 rows) replicated over 4 ranks: 2 shards -> 128 rows.
   EXPECT_TRUE(succeeded(
-      checkParameter(loc(), "k_proj", {256, 512}, t({128, 512}), 0, 4, 2, 1)));
+      checkParameter(loc(), "k_proj", {256, 512}, {}, t({128, 512}), 0, 4, 2, 1)));
   EXPECT_TRUE(failed(
-      checkParameter(loc(), "k_proj", {256, 512}, t({128, 512}), 0, 4, 3, 1)));
+      checkParameter(loc(), "k_proj", {256, 512}, {}, t({128, 512}), 0, 4, 3, 1)));
   EXPECT_NE(last.find("shards 3 must divide the group size 4"),
             std::string::npos)
       << last;
   EXPECT_TRUE(failed(
-      checkParameter(loc(), "w", {10, 512}, t({2, 512}), 0, 4, 4, 1)));
+      checkParameter(loc(), "w", {10, 512}, {}, t({2, 512}), 0, 4, 4, 1)));
   EXPECT_NE(last.find("dim 0 of size 10 is not divisible"), std::string::npos)
       << last;
+  // GPT-2's vocabulary 50257 padded to 50260 splits over 4 ranks.
+  EXPECT_TRUE(succeeded(checkParameter(loc(), "wte", {50257, 768},
+                                       {50260, 768}, t({12565, 768}), 0, 4,
+                                       4, 1)));
 }
 
 TEST_F(ShapeChecksTest, AttentionRejectsIndivisibleHeads) {

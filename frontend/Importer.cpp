@@ -1,0 +1,417 @@
+//===- Importer.cpp - HF transformer config -> braid IR -------------------===//
+//
+// Megatron tensor parallelism for one rank:
+//   - QKV and gate/up projections column-parallel (weights cut along the
+//     output dim), attention runs on the rank's heads;
+//   - o_proj and down_proj row-parallel (cut along the input dim), followed
+//     by an all_reduce sum; biases of row-parallel layers are added after it;
+//   - vocabulary-parallel embedding + all_reduce; LM head column-parallel
+//     over the vocabulary + all_gather of the logits.
+// KV heads fewer than ranks are replicated (vLLM): each rank holds one.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/Importer.h"
+
+#include "dialect/BraidOps.h"
+#include "dialect/ShapeChecks.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::braid;
+using ::braid::ImportOptions;
+using ::braid::ModelConfig;
+using ::braid::ModelFamily;
+
+static llvm::Error importError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+namespace {
+
+/// Derived per-rank sizes, validated once.
+struct Layout {
+  int64_t tp, heads, kvHeads, headDim;
+  int64_t headsLocal, kvHeadsLocal, kvShards;
+  int64_t interLocal;
+  int64_t vocab, vocabPadded;
+  int64_t batch, seq, maxSeq;
+};
+
+llvm::Expected<Layout> computeLayout(const ModelConfig &c,
+                                     const ImportOptions &o) {
+  Layout l;
+  l.tp = o.tp;
+  if (o.tp < 1 || o.batch < 1 || o.seq < 1)
+    return importError("--tp, --batch and --seq must be >= 1");
+  l.heads = c.numHeads;
+  l.kvHeads = c.numKvHeads;
+  l.headDim = c.headDim;
+  if (c.numHeads % o.tp != 0)
+    return importError("tp " + llvm::Twine(o.tp) +
+                       " does not divide the number of attention heads " +
+                       llvm::Twine(c.numHeads));
+  l.headsLocal = c.numHeads / o.tp;
+  if (c.numKvHeads >= o.tp) {
+    if (c.numKvHeads % o.tp != 0)
+      return importError("tp " + llvm::Twine(o.tp) +
+                         " does not divide the number of KV heads " +
+                         llvm::Twine(c.numKvHeads));
+    l.kvShards = o.tp;
+    l.kvHeadsLocal = c.numKvHeads / o.tp;
+  } else {
+    // Fewer KV heads than ranks: each rank holds one KV head, replicated on
+    // tp / kv_heads consecutive ranks.
+    if (o.tp % c.numKvHeads != 0)
+      return importError("the number of KV heads " +
+                         llvm::Twine(c.numKvHeads) +
+                         " does not divide tp " + llvm::Twine(o.tp) +
+                         ", so KV heads cannot be replicated evenly");
+    l.kvShards = c.numKvHeads;
+    l.kvHeadsLocal = 1;
+  }
+  if (c.intermediateSize % o.tp != 0)
+    return importError("tp " + llvm::Twine(o.tp) +
+                       " does not divide the MLP intermediate size " +
+                       llvm::Twine(c.intermediateSize));
+  l.interLocal = c.intermediateSize / o.tp;
+  l.vocab = c.vocabSize;
+  // Megatron pads the vocabulary to a multiple of tp; padded rows are zero
+  // and their logits are sliced away after the all_gather.
+  l.vocabPadded = llvm::divideCeil(c.vocabSize, o.tp) * o.tp;
+  l.batch = o.batch;
+  l.seq = o.seq;
+  l.maxSeq = o.maxSeq ? o.maxSeq : c.maxPositions;
+  if (l.maxSeq > c.maxPositions)
+    return importError("--max-seq " + llvm::Twine(l.maxSeq) +
+                       " exceeds the model's maximum positions " +
+                       llvm::Twine(c.maxPositions));
+  if (o.seq > l.maxSeq)
+    return importError("--seq " + llvm::Twine(o.seq) +
+                       " exceeds the KV-cache capacity (--max-seq) " +
+                       llvm::Twine(l.maxSeq));
+  return l;
+}
+
+/// Builds one entry function (prefill or decode) of one rank.
+class FunctionBuilder {
+public:
+  FunctionBuilder(OpBuilder &b, const ModelConfig &c, const ImportOptions &o,
+                  const Layout &l, Type elt)
+      : b(b), loc(b.getUnknownLoc()), c(c), o(o), l(l), elt(elt),
+        tp(FlatSymbolRefAttr::get(b.getContext(), "tp")) {}
+
+  void build(StringRef name, int64_t tokens, bool allLogits);
+
+private:
+  RankedTensorType t(ArrayRef<int64_t> shape, Type et = {}) {
+    return RankedTensorType::get(shape, et ? et : elt);
+  }
+  static RankedTensorType typeOf(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  /// This rank's slice of checkpoint tensor `name`.
+  Value param(const Twine &name, ArrayRef<int64_t> full,
+              std::optional<int64_t> shardDim = std::nullopt,
+              int64_t shards = 0, int64_t blocks = 1,
+              ArrayRef<int64_t> padded = {}) {
+    SmallVector<int64_t> local(padded.empty() ? full : padded);
+    if (shards == 0)
+      shards = l.tp;
+    if (shardDim)
+      local[*shardDim] /= shards;
+    auto op = ParameterOp::create(
+        b, loc, t(local), b.getStringAttr(name.str()),
+        b.getDenseI64ArrayAttr(full),
+        shardDim ? b.getI64IntegerAttr(*shardDim) : IntegerAttr(),
+        shardDim ? tp : FlatSymbolRefAttr(),
+        shardDim && shards != l.tp ? b.getI64IntegerAttr(shards)
+                                   : IntegerAttr(),
+        blocks != 1 ? b.getI64IntegerAttr(blocks) : IntegerAttr(),
+        padded.empty() ? DenseI64ArrayAttr()
+                       : b.getDenseI64ArrayAttr(padded));
+    return op.getResult();
+  }
+
+  Value matmul(Value x, Value w, bool transposeB) {
+    auto shape = inferMatmulShape(std::nullopt, typeOf(x).getShape(),
+                                  typeOf(w).getShape(), false, transposeB);
+    assert(succeeded(shape) && "importer built mismatched matmul");
+    return MatmulOp::create(b, loc, t(*shape), x, w, false, transposeB);
+  }
+  /// HF nn.Linear: weight [out, in].
+  Value linear(Value x, Value w) { return matmul(x, w, true); }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, typeOf(x), x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, typeOf(x), x, y); }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return ReshapeOp::create(b, loc, t(shape, typeOf(x).getElementType()), x);
+  }
+  Value slice(Value x, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+    return SliceOp::create(b, loc, t(sizes, typeOf(x).getElementType()), x,
+                           offsets, sizes);
+  }
+  Value allReduce(Value x) {
+    if (l.tp == 1)
+      return x;
+    return AllReduceOp::create(b, loc, typeOf(x), x, tp,
+                               ReduceKindAttr::get(b.getContext(), ReduceKind::sum));
+  }
+  Value rmsNorm(Value x, Value w) {
+    return RmsNormOp::create(b, loc, typeOf(x), x, w,
+                             b.getF64FloatAttr(c.normEps));
+  }
+  Value layerNorm(Value x, Value w, Value bias) {
+    return LayerNormOp::create(b, loc, typeOf(x), x, w, bias,
+                               b.getF64FloatAttr(c.normEps));
+  }
+
+  /// Vocabulary-parallel embedding of the token ids.
+  Value embedTokens(Value ids, Value table) {
+    SmallVector<int64_t> shape(typeOf(ids).getShape());
+    shape.push_back(c.hiddenSize);
+    Value e = EmbeddingOp::create(b, loc, t(shape), ids, table,
+                                  l.tp > 1 ? tp : FlatSymbolRefAttr());
+    return allReduce(e);
+  }
+
+  /// Column-parallel LM head over the (padded) vocabulary, then the
+  /// all_gather of the logits and removal of the padding.
+  Value lmHead(Value x, Value table) {
+    Value logits = linear(x, table);
+    if (l.tp == 1 || o.keepLogitsSharded)
+      return l.tp == 1 ? unpad(logits) : logits;
+    auto in = typeOf(logits);
+    SmallVector<int64_t> shape(in.getShape());
+    shape[2] *= l.tp;
+    Value gathered =
+        AllGatherOp::create(b, loc, t(shape), logits, tp, b.getI64IntegerAttr(2));
+    return unpad(gathered);
+  }
+  Value unpad(Value logits) {
+    auto in = typeOf(logits);
+    if (in.getDimSize(2) == l.vocab)
+      return logits;
+    return slice(logits, {0, 0, 0},
+                 {in.getDimSize(0), in.getDimSize(1), l.vocab});
+  }
+
+  /// Cached causal attention over q [B,S,Hq*D], k/v [B,S,Hkv*D] of this
+  /// rank; returns [B,S,Hq*D] and updates the layer's caches.
+  Value attention(Value q, Value k, Value v, int64_t layer) {
+    int64_t bsz = typeOf(q).getDimSize(0), s = typeOf(q).getDimSize(1);
+    Value q4 = reshape(q, {bsz, s, l.headsLocal, l.headDim});
+    Value k4 = reshape(k, {bsz, s, l.kvHeadsLocal, l.headDim});
+    Value v4 = reshape(v, {bsz, s, l.kvHeadsLocal, l.headDim});
+    if (c.family == ModelFamily::Llama) {
+      q4 = RopeOp::create(b, loc, typeOf(q4), q4, positions,
+                          b.getF64FloatAttr(c.ropeTheta));
+      k4 = RopeOp::create(b, loc, typeOf(k4), k4, positions,
+                          b.getF64FloatAttr(c.ropeTheta));
+    }
+    Value kc = cacheArgs[2 * layer], vc = cacheArgs[2 * layer + 1];
+    auto op = AttentionOp::create(
+        b, loc, typeOf(q4), TypeRange{kc.getType(), vc.getType()}, q4, k4, v4,
+        kc, vc, cachePosition, /*causal=*/true, l.headsLocal, l.kvHeadsLocal,
+        l.headDim, /*scale=*/FloatAttr());
+    cacheResults.push_back(op.getUpdatedCache()[0]);
+    cacheResults.push_back(op.getUpdatedCache()[1]);
+    return reshape(op.getOutput(), {bsz, s, l.headsLocal * l.headDim});
+  }
+
+  Value llamaLayer(Value x, int64_t i);
+  Value gpt2Layer(Value x, int64_t i);
+
+  OpBuilder &b;
+  Location loc;
+  const ModelConfig &c;
+  const ImportOptions &o;
+  const Layout &l;
+  Type elt;
+  FlatSymbolRefAttr tp;
+  // Per function.
+  Value positions, cachePosition;
+  SmallVector<Value> cacheArgs, cacheResults;
+};
+
+Value FunctionBuilder::llamaLayer(Value x, int64_t i) {
+  std::string p = "model.layers." + std::to_string(i) + ".";
+  int64_t h = c.hiddenSize, d = l.headDim;
+  int64_t qOut = l.heads * d, kvOut = l.kvHeads * d;
+  Value hdn = rmsNorm(x, param(p + "input_layernorm.weight", {h}));
+  Value q = linear(hdn, param(p + "self_attn.q_proj.weight", {qOut, h}, 0));
+  Value k = linear(hdn, param(p + "self_attn.k_proj.weight", {kvOut, h}, 0,
+                              l.kvShards));
+  Value v = linear(hdn, param(p + "self_attn.v_proj.weight", {kvOut, h}, 0,
+                              l.kvShards));
+  if (c.qkvBias) {
+    q = add(q, param(p + "self_attn.q_proj.bias", {qOut}, 0));
+    k = add(k, param(p + "self_attn.k_proj.bias", {kvOut}, 0, l.kvShards));
+    v = add(v, param(p + "self_attn.v_proj.bias", {kvOut}, 0, l.kvShards));
+  }
+  Value att = attention(q, k, v, i);
+  Value o1 = linear(att, param(p + "self_attn.o_proj.weight", {h, qOut}, 1));
+  x = add(x, allReduce(o1));
+
+  hdn = rmsNorm(x, param(p + "post_attention_layernorm.weight", {h}));
+  int64_t inter = c.intermediateSize;
+  Value g = linear(hdn, param(p + "mlp.gate_proj.weight", {inter, h}, 0));
+  Value u = linear(hdn, param(p + "mlp.up_proj.weight", {inter, h}, 0));
+  Value gu = mul(SiluOp::create(b, loc, g), u);
+  Value dn = linear(gu, param(p + "mlp.down_proj.weight", {h, inter}, 1));
+  return add(x, allReduce(dn));
+}
+
+Value FunctionBuilder::gpt2Layer(Value x, int64_t i) {
+  std::string p = "h." + std::to_string(i) + ".";
+  int64_t h = c.hiddenSize, inter = c.intermediateSize;
+  // GPT-2's Conv1D weights are [in, out]: y = x @ W + b.
+  // Parameters are created one statement at a time so the IR order does not
+  // depend on the compiler's argument evaluation order.
+  Value ln1w = param(p + "ln_1.weight", {h});
+  Value ln1b = param(p + "ln_1.bias", {h});
+  Value hdn = layerNorm(x, ln1w, ln1b);
+  Value qkv = matmul(hdn,
+                     param(p + "attn.c_attn.weight", {h, 3 * h}, 1, 0, 3),
+                     false);
+  qkv = add(qkv, param(p + "attn.c_attn.bias", {3 * h}, 0, 0, 3));
+  int64_t bsz = typeOf(qkv).getDimSize(0), s = typeOf(qkv).getDimSize(1);
+  int64_t part = h / l.tp;
+  Value q = slice(qkv, {0, 0, 0}, {bsz, s, part});
+  Value k = slice(qkv, {0, 0, part}, {bsz, s, part});
+  Value v = slice(qkv, {0, 0, 2 * part}, {bsz, s, part});
+  Value att = attention(q, k, v, i);
+  Value o1 = matmul(att, param(p + "attn.c_proj.weight", {h, h}, 0), false);
+  o1 = allReduce(o1);
+  o1 = add(o1, param(p + "attn.c_proj.bias", {h}));
+  x = add(x, o1);
+
+  Value ln2w = param(p + "ln_2.weight", {h});
+  Value ln2b = param(p + "ln_2.bias", {h});
+  hdn = layerNorm(x, ln2w, ln2b);
+  Value f = matmul(hdn, param(p + "mlp.c_fc.weight", {h, inter}, 1), false);
+  f = add(f, param(p + "mlp.c_fc.bias", {inter}, 0));
+  f = GeluOp::create(b, loc, f,
+                     c.geluTanh ? GeluApproximation::tanh
+                                : GeluApproximation::none);
+  Value dn = matmul(f, param(p + "mlp.c_proj.weight", {inter, h}, 0), false);
+  dn = allReduce(dn);
+  dn = add(dn, param(p + "mlp.c_proj.bias", {h}));
+  return add(x, dn);
+}
+
+void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
+  MLIRContext *ctx = b.getContext();
+  Type i32 = b.getI32Type();
+  int64_t bsz = l.batch;
+  auto idsType = t({bsz, tokens}, i32);
+  auto cacheType = t({bsz, l.maxSeq, l.kvHeadsLocal, l.headDim});
+  int64_t outTokens = allLogits ? tokens : 1;
+  int64_t vocabOut = (l.tp > 1 && o.keepLogitsSharded) ? l.vocabPadded / l.tp
+                                                       : l.vocab;
+  auto logitsType = t({bsz, outTokens, vocabOut});
+
+  SmallVector<Type> inputs{idsType, idsType}, results{logitsType};
+  SmallVector<Attribute> argAttrs, resAttrs;
+  auto named = [&](StringRef key, StringRef value) {
+    return DictionaryAttr::get(
+        ctx, {NamedAttribute(b.getStringAttr(key), b.getStringAttr(value))});
+  };
+  argAttrs.push_back(named("braid.input", "input_ids"));
+  argAttrs.push_back(named("braid.input", "positions"));
+  resAttrs.push_back(named("braid.output", "logits"));
+  for (int64_t i = 0; i < c.numLayers; ++i)
+    for (StringRef kv : {"k_cache", "v_cache"}) {
+      std::string state = "layers." + std::to_string(i) + "." + kv.str();
+      inputs.push_back(cacheType);
+      results.push_back(cacheType);
+      argAttrs.push_back(named("braid.state", state));
+      resAttrs.push_back(named("braid.state", state));
+    }
+  auto func = func::FuncOp::create(b, b.getUnknownLoc(), name,
+                                   b.getFunctionType(inputs, results));
+  func.setAllArgAttrs(argAttrs);
+  func.setAllResultAttrs(resAttrs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(func.addEntryBlock());
+
+  Value ids = func.getArgument(0);
+  positions = func.getArgument(1);
+  cacheArgs.assign(func.getArguments().begin() + 2, func.getArguments().end());
+  cacheResults.clear();
+  // The caches are written from each sequence's first position onwards.
+  cachePosition = reshape(slice(positions, {0, 0}, {bsz, 1}), {bsz});
+
+  int64_t h = c.hiddenSize;
+  SmallVector<int64_t> vocabPad;
+  if (l.vocabPadded != l.vocab)
+    vocabPad = {l.vocabPadded, h};
+  Value x, head;
+  if (c.family == ModelFamily::Llama) {
+    Value embed = param("model.embed_tokens.weight", {l.vocab, h}, 0, 0, 1,
+                        vocabPad);
+    x = embedTokens(ids, embed);
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      x = llamaLayer(x, i);
+    if (!allLogits && tokens > 1)
+      x = slice(x, {0, tokens - 1, 0}, {bsz, 1, h});
+    x = rmsNorm(x, param("model.norm.weight", {h}));
+    head = c.tieWordEmbeddings
+               ? embed
+               : param("lm_head.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
+  } else {
+    Value wte = param("wte.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
+    Value wpe = param("wpe.weight", {c.maxPositions, h});
+    x = embedTokens(ids, wte);
+    SmallVector<int64_t> shape{bsz, tokens, h};
+    x = add(x, EmbeddingOp::create(b, loc, t(shape), positions, wpe,
+                                   FlatSymbolRefAttr()));
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      x = gpt2Layer(x, i);
+    if (!allLogits && tokens > 1)
+      x = slice(x, {0, tokens - 1, 0}, {bsz, 1, h});
+    Value lnfw = param("ln_f.weight", {h});
+    Value lnfb = param("ln_f.bias", {h});
+    x = layerNorm(x, lnfw, lnfb);
+    head = wte;
+  }
+  SmallVector<Value> rets{lmHead(x, head)};
+  rets.append(cacheResults.begin(), cacheResults.end());
+  func::ReturnOp::create(b, loc, rets);
+}
+
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>> (::braid::importModel)(MLIRContext &ctx, const ModelConfig &config,
+                   const ImportOptions &options) {
+  auto layout = computeLayout(config, options);
+  if (!layout)
+    return layout.takeError();
+  ctx.loadDialect<BraidDialect, func::FuncDialect>();
+  OpBuilder b(&ctx);
+  Type elt;
+  switch (options.dtype) {
+  case ::braid::ElementType::BF16:
+    elt = b.getBF16Type();
+    break;
+  case ::braid::ElementType::F16:
+    elt = b.getF16Type();
+    break;
+  case ::braid::ElementType::F32:
+    elt = b.getF32Type();
+    break;
+  }
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
+  (*module)->setAttr("braid.model_type", b.getStringAttr(config.modelType));
+  b.setInsertionPointToEnd(module->getBody());
+  DeviceGroupOp::create(b, b.getUnknownLoc(), "tp", layout->tp);
+  FunctionBuilder fb(b, config, options, *layout, elt);
+  fb.build("prefill", layout->seq, options.prefillAllLogits);
+  fb.build("decode", 1, /*allLogits=*/true);
+  if (failed(verify(*module)))
+    return importError("internal error: the imported module does not verify");
+  return std::move(module);
+}

@@ -1,0 +1,50 @@
+//===- StepStats.h - per-rank cost summary of one step --------*- C++ -*-===//
+//
+// Walks an entry function and totals what one rank spends per step:
+// parameter bytes, activation bytes, KV-cache state, FLOPs and the bytes
+// each collective moves. Used by `braid-import --stats`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_PASSES_STEPSTATS_H
+#define BRAID_PASSES_STEPSTATS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace mlir::braid {
+
+struct CollectiveStats {
+  int64_t count = 0;
+  int64_t bytes = 0; // payload per rank: the operand (all_gather: result)
+};
+
+struct StepStats {
+  std::string function;
+  int64_t parameterBytes = 0;  // this rank's parameter slices
+  int64_t stateBytes = 0;      // persistent state arguments (KV cache)
+  int64_t activationBytes = 0; // sum of every op result (no reuse)
+  int64_t matmulFlops = 0;
+  int64_t attentionFlops = 0;
+  int64_t otherFlops = 0; // elementwise, norms, rope, softmax (approximate)
+  std::map<std::string, CollectiveStats> collectives;
+
+  int64_t totalFlops() const {
+    return matmulFlops + attentionFlops + otherFlops;
+  }
+  int64_t collectiveBytes() const;
+};
+
+/// Attention is costed for a cache holding `pos + i + 1` keys for query i,
+/// with pos = 0 when a step has several tokens (prefill from an empty
+/// cache) and a full cache (pos = max_seq - 1) for a single-token step.
+StepStats computeStepStats(func::FuncOp func);
+
+void printStepStats(llvm::raw_ostream &os, const StepStats &stats);
+
+} // namespace mlir::braid
+
+#endif // BRAID_PASSES_STEPSTATS_H
