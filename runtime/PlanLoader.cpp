@@ -1,0 +1,686 @@
+//===- PlanLoader.cpp - Load and verify a FlatBuffers plan ----------------===//
+#include "runtime/PlanLoader.h"
+#include "runtime/HostTensor.h"
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
+
+using namespace braid::rt;
+using braid::plan::OpCode;
+using braid::plan::TensorKind;
+
+int LoadedPlan::functionIndex(std::string_view name) const {
+  if (!root_->functions())
+    return -1;
+  for (unsigned i = 0; i < root_->functions()->size(); ++i)
+    if (root_->functions()->Get(i)->name()->string_view() == name)
+      return int(i);
+  return -1;
+}
+
+const braid::plan::Function *LoadedPlan::function(std::string_view name) const {
+  int i = functionIndex(name);
+  return i < 0 ? nullptr : root_->functions()->Get(unsigned(i));
+}
+
+const char *braid::rt::opcodeName(OpCode op) {
+  switch (op) {
+#define CASE(E, S)                                                             \
+  case OpCode::E:                                                              \
+    return S;
+    CASE(Matmul, "matmul")
+    CASE(Add, "add")
+    CASE(Mul, "mul")
+    CASE(RmsNorm, "rms_norm")
+    CASE(LayerNorm, "layer_norm")
+    CASE(Rope, "rope")
+    CASE(Attention, "attention")
+    CASE(Silu, "silu")
+    CASE(Gelu, "gelu")
+    CASE(Embedding, "embedding")
+    CASE(Softmax, "softmax")
+    CASE(Slice, "slice")
+    CASE(Concat, "concat")
+    CASE(Reshape, "reshape")
+    CASE(AllReduce, "all_reduce")
+    CASE(AllGather, "all_gather")
+    CASE(ReduceScatter, "reduce_scatter")
+    CASE(AllToAll, "all_to_all")
+    CASE(Broadcast, "broadcast")
+    CASE(Send, "send")
+    CASE(Recv, "recv")
+    CASE(AllReduceStart, "all_reduce_start")
+    CASE(AllGatherStart, "all_gather_start")
+    CASE(ReduceScatterStart, "reduce_scatter_start")
+    CASE(AllToAllStart, "all_to_all_start")
+    CASE(BroadcastStart, "broadcast_start")
+    CASE(SendStart, "send_start")
+    CASE(RecvStart, "recv_start")
+    CASE(Wait, "wait")
+#undef CASE
+  }
+  return nullptr;
+}
+
+GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
+                                       int worldRank) {
+  const plan::DeviceGroup *g = plan.groups()->Get(unsigned(group));
+  GroupPosition p;
+  p.size = g->size();
+  p.stride = g->stride();
+  p.rankInGroup = (worldRank / p.stride) % p.size;
+  p.base = worldRank - p.rankInGroup * p.stride;
+  p.instanceKey = int64_t(group) * plan.world_size() + p.base;
+  return p;
+}
+
+namespace {
+struct Arity {
+  int operands; // -1: one or more
+  int results;
+  bool collective;
+  bool asyncStart;
+};
+
+Arity arityOf(OpCode op) {
+  switch (op) {
+  case OpCode::Matmul:
+  case OpCode::Add:
+  case OpCode::Mul:
+  case OpCode::RmsNorm:
+  case OpCode::Rope:
+  case OpCode::Embedding:
+    return {2, 1, false, false};
+  case OpCode::LayerNorm:
+    return {3, 1, false, false};
+  case OpCode::Attention:
+    return {3, 1, false, false}; // or 6 -> 3, handled by the caller
+  case OpCode::Silu:
+  case OpCode::Gelu:
+  case OpCode::Softmax:
+  case OpCode::Slice:
+  case OpCode::Reshape:
+    return {1, 1, false, false};
+  case OpCode::Concat:
+    return {-1, 1, false, false};
+  case OpCode::AllReduce:
+  case OpCode::AllGather:
+  case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
+  case OpCode::Broadcast:
+    return {1, 1, true, false};
+  case OpCode::Send:
+    return {1, 0, true, false};
+  case OpCode::Recv:
+    return {0, 1, true, false};
+  case OpCode::AllReduceStart:
+  case OpCode::AllGatherStart:
+  case OpCode::ReduceScatterStart:
+  case OpCode::AllToAllStart:
+  case OpCode::BroadcastStart:
+    return {1, 1, true, true};
+  case OpCode::SendStart:
+    return {1, 0, true, true};
+  case OpCode::RecvStart:
+    return {0, 1, true, true};
+  case OpCode::Wait:
+    return {0, 0, false, false};
+  }
+  return {-2, -2, false, false};
+}
+
+template <typename T> Shape toShape(const flatbuffers::Vector<T> *v) {
+  Shape s;
+  if (v)
+    for (auto d : *v)
+      s.push_back(int64_t(d));
+  return s;
+}
+
+bool validDType(braid::plan::DType d) {
+  return int(d) >= 0 && int(d) <= int(braid::plan::DType::I64);
+}
+
+// Checks one function; `fn` is the prefix every message starts with.
+class FunctionChecker {
+public:
+  FunctionChecker(const braid::plan::Plan &plan, const braid::plan::Function &f)
+      : plan_(plan), f_(f), fn_("function '" + f.name()->str() + "': ") {}
+
+  Status run() {
+    BRAID_RETURN_IF_ERROR(checkTensors());
+    BRAID_RETURN_IF_ERROR(checkBindings());
+    BRAID_RETURN_IF_ERROR(checkOps());
+    return Status::ok();
+  }
+
+private:
+  int numTensors() const {
+    return f_.tensors() ? int(f_.tensors()->size()) : 0;
+  }
+  const braid::plan::Tensor *tensor(int i) const {
+    return f_.tensors()->Get(unsigned(i));
+  }
+  int numGroups() const {
+    return plan_.groups() ? int(plan_.groups()->size()) : 0;
+  }
+
+  Status checkTensors() {
+    int64_t arena = f_.arena_size();
+    if (arena < 0)
+      return errorf(fn_, "arena_size ", arena, " is negative");
+    int numParams = plan_.parameters() ? int(plan_.parameters()->size()) : 0;
+    int numSlots = plan_.state() ? int(plan_.state()->size()) : 0;
+    int numInputs = f_.inputs() ? int(f_.inputs()->size()) : 0;
+    for (int i = 0; i < numTensors(); ++i) {
+      const braid::plan::Tensor *t = tensor(i);
+      if (t->id() != i)
+        return errorf(fn_, "tensor at position ", i, " has id ", t->id());
+      if (!validDType(t->dtype()))
+        return errorf(fn_, "tensor ", i, " has unknown dtype ",
+                      int(t->dtype()));
+      Shape shape = toShape(t->shape());
+      // Keep element counts far from overflow before any arithmetic.
+      int64_t elems = 1;
+      for (int64_t d : shape) {
+        if (d < 0 || d > (int64_t(1) << 40))
+          return errorf(fn_, "tensor ", i, " has invalid shape ",
+                        formatShape(shape));
+        if (d && elems > (int64_t(1) << 40) / d)
+          return errorf(fn_, "tensor ", i, " shape ", formatShape(shape),
+                        " is too large");
+        elems *= d;
+      }
+      int64_t bytes = elems * int64_t(dtypeSize(t->dtype()));
+      switch (t->kind()) {
+      case TensorKind::Activation:
+      case TensorKind::Input: {
+        if (t->kind() == TensorKind::Activation && t->ref() != -1)
+          return errorf(fn_, "activation tensor ", i, " has ref ", t->ref(),
+                        " (must be -1)");
+        if (t->kind() == TensorKind::Input &&
+            (t->ref() < 0 || t->ref() >= numInputs ||
+             f_.inputs()->Get(unsigned(t->ref()))->tensor() != i))
+          return errorf(fn_, "input tensor ", i, " has ref ", t->ref(),
+                        " which is not an input binding naming it");
+        int64_t off = t->buffer_offset(), size = t->buffer_size();
+        if (off < 0 || size < 0 || off > arena || size > arena - off)
+          return errorf(fn_, "tensor ", i, " buffer [", off, ", ", off, "+",
+                        size, ") is outside the arena of ", arena, " bytes");
+        if (size < bytes)
+          return errorf(fn_, "tensor ", i, " of shape ", formatShape(shape),
+                        " x ", dtypeName(t->dtype()), " needs ", bytes,
+                        " bytes but its buffer has ", size);
+        break;
+      }
+      case TensorKind::Parameter: {
+        if (t->ref() < 0 || t->ref() >= numParams)
+          return errorf(fn_, "parameter tensor ", i, " refers to parameter ",
+                        t->ref(), " of ", numParams);
+        const braid::plan::Parameter *p =
+            plan_.parameters()->Get(unsigned(t->ref()));
+        if (toShape(p->local_shape()) != shape || p->dtype() != t->dtype())
+          return errorf(fn_, "parameter tensor ", i, " is ", formatShape(shape),
+                        " x ", dtypeName(t->dtype()), " but parameter '",
+                        p->name()->str(), "' is ",
+                        formatShape(toShape(p->local_shape())), " x ",
+                        dtypeName(p->dtype()));
+        if (t->buffer_offset() != -1)
+          return errorf(fn_, "parameter tensor ", i,
+                        " must have buffer_offset -1 (not in the arena)");
+        break;
+      }
+      case TensorKind::State: {
+        if (t->ref() < 0 || t->ref() >= numSlots)
+          return errorf(fn_, "state tensor ", i, " refers to slot ", t->ref(),
+                        " of ", numSlots);
+        const braid::plan::StateSlot *s =
+            plan_.state()->Get(unsigned(t->ref()));
+        if (toShape(s->shape()) != shape || s->dtype() != t->dtype())
+          return errorf(fn_, "state tensor ", i, " is ", formatShape(shape),
+                        " but slot '", s->name()->str(), "' is ",
+                        formatShape(toShape(s->shape())));
+        if (t->buffer_offset() != -1)
+          return errorf(fn_, "state tensor ", i,
+                        " must have buffer_offset -1 (not in the arena)");
+        break;
+      }
+      default:
+        return errorf(fn_, "tensor ", i, " has unknown kind ", int(t->kind()));
+      }
+    }
+    return Status::ok();
+  }
+
+  // `what` is the full message prefix ("function 'f': op 3 (add): operand").
+  Status checkTensorRef(const std::string &what, int id) {
+    if (id < 0 || id >= numTensors())
+      return errorf(what, " names tensor ", id, " but there are ",
+                    numTensors());
+    return Status::ok();
+  }
+
+  Status checkBindings() {
+    for (const char *which : {"input", "output"}) {
+      auto *list = std::string(which) == "input" ? f_.inputs() : f_.outputs();
+      if (!list)
+        continue;
+      std::set<std::string> names;
+      for (unsigned i = 0; i < list->size(); ++i) {
+        const braid::plan::Binding *b = list->Get(i);
+        if (!names.insert(b->name()->str()).second)
+          return errorf(fn_, which, " name '", b->name()->str(),
+                        "' is bound twice");
+        BRAID_RETURN_IF_ERROR(checkTensorRef(fn_ + which, b->tensor()));
+        if (list == f_.inputs() &&
+            tensor(b->tensor())->kind() != TensorKind::Input)
+          return errorf(fn_, "input '", b->name()->str(), "' tensor ",
+                        b->tensor(), " is not of kind Input");
+      }
+    }
+    if (f_.state()) {
+      int numSlots = plan_.state() ? int(plan_.state()->size()) : 0;
+      for (const braid::plan::StateBinding *b : *f_.state()) {
+        if (b->slot() < 0 || b->slot() >= numSlots)
+          return errorf(fn_, "state binding names slot ", b->slot(), " of ",
+                        numSlots);
+        BRAID_RETURN_IF_ERROR(
+            checkTensorRef(fn_ + "state binding input", b->input()));
+        BRAID_RETURN_IF_ERROR(
+            checkTensorRef(fn_ + "state binding output", b->output()));
+        const braid::plan::Tensor *in = tensor(b->input());
+        if (in->kind() != TensorKind::State || in->ref() != b->slot())
+          return errorf(fn_, "state binding for slot ", b->slot(),
+                        " reads tensor ", b->input(),
+                        " which is not a State tensor of that slot");
+        const braid::plan::Tensor *out = tensor(b->output());
+        const braid::plan::StateSlot *s =
+            plan_.state()->Get(unsigned(b->slot()));
+        if (toShape(out->shape()) != toShape(s->shape()) ||
+            out->dtype() != s->dtype())
+          return errorf(fn_, "state binding for slot '", s->name()->str(),
+                        "' writes tensor ", b->output(), " of shape ",
+                        formatShape(toShape(out->shape())), ", slot is ",
+                        formatShape(toShape(s->shape())));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkGroup(const std::string &op, const char *what, int g) {
+    if (g < 0 || g >= numGroups())
+      return errorf(op, what, " ", g, " is not a device group (have ",
+                    numGroups(), ")");
+    return Status::ok();
+  }
+
+  Shape shapeOf(int t) const { return toShape(tensor(t)->shape()); }
+
+  // Shape rules the runtimes rely on before running anything: a mismatch in
+  // a collective would otherwise hang or corrupt a peer on a GPU. Compute
+  // kernels check the rest of their rules when they run.
+  Status checkShapes(const std::string &where, const braid::plan::Op &op) {
+    auto in = [&](unsigned i) { return shapeOf(op.operands()->Get(i)); };
+    auto out = [&](unsigned i) { return shapeOf(op.results()->Get(i)); };
+    auto dt = [&](int t) { return tensor(t)->dtype(); };
+    auto mismatch = [&](const Shape &got, const Shape &want) {
+      return errorf(where, "result shape ", formatShape(got), " should be ",
+                    formatShape(want));
+    };
+    OpCode code = op.opcode();
+    if (int(code) >= int(OpCode::AllReduceStart) && code != OpCode::Wait)
+      code = OpCode(int(code) - int(OpCode::AllReduceStart) +
+                    int(OpCode::AllReduce));
+    int n = 1;
+    if (op.group() >= 0 && op.group() < numGroups())
+      n = plan_.groups()->Get(unsigned(op.group()))->size();
+    switch (code) {
+    case OpCode::Add:
+    case OpCode::Mul:
+    case OpCode::Silu:
+    case OpCode::Gelu:
+    case OpCode::Softmax:
+    case OpCode::RmsNorm:
+    case OpCode::LayerNorm:
+    case OpCode::Rope:
+    case OpCode::AllReduce:
+    case OpCode::Broadcast:
+      if (out(0) != in(0))
+        return mismatch(out(0), in(0));
+      break;
+    case OpCode::Reshape:
+      if (numElements(out(0)) != numElements(in(0)))
+        return errorf(where, "reshape ", formatShape(in(0)), " -> ",
+                      formatShape(out(0)), " changes the element count");
+      break;
+    case OpCode::Slice: {
+      Shape sizes(op.sizes()->begin(), op.sizes()->end());
+      Shape x = in(0);
+      for (size_t d = 0; d < x.size(); ++d)
+        if (op.offsets()->Get(unsigned(d)) < 0 || sizes[d] < 0 ||
+            op.offsets()->Get(unsigned(d)) + sizes[d] > x[d])
+          return errorf(where, "dim ", d, " slice [",
+                        op.offsets()->Get(unsigned(d)), ", +", sizes[d],
+                        ") exceeds size ", x[d]);
+      if (out(0) != sizes)
+        return mismatch(out(0), sizes);
+      break;
+    }
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter: {
+      Shape x = in(0);
+      int64_t d = op.dim();
+      if (d < 0 || d >= int64_t(x.size()))
+        return errorf(where, "dim ", d, " out of range for ", formatShape(x));
+      if (code == OpCode::AllGather) {
+        x[size_t(d)] *= n;
+      } else {
+        if (x[size_t(d)] % n)
+          return errorf(where, "dim ", d, " of size ", x[size_t(d)],
+                        " is not divisible by group size ", n);
+        x[size_t(d)] /= n;
+      }
+      if (out(0) != x)
+        return mismatch(out(0), x);
+      break;
+    }
+    case OpCode::AllToAll: {
+      Shape x = in(0);
+      int64_t sd = op.split_dim(), cd = op.concat_dim();
+      if (sd < 0 || cd < 0 || sd >= int64_t(x.size()) ||
+          cd >= int64_t(x.size()) || x[size_t(sd)] % n)
+        return errorf(where, "split ", sd, " / concat ", cd, " invalid for ",
+                      formatShape(x), " over ", n, " ranks");
+      x[size_t(sd)] /= n;
+      x[size_t(cd)] *= n;
+      if (out(0) != x)
+        return mismatch(out(0), x);
+      break;
+    }
+    default:
+      break;
+    }
+    // Collectives move bytes: source and destination dtypes must agree.
+    bool moves = code == OpCode::AllReduce || code == OpCode::AllGather ||
+                 code == OpCode::ReduceScatter || code == OpCode::AllToAll ||
+                 code == OpCode::Broadcast || code == OpCode::Reshape ||
+                 code == OpCode::Slice || code == OpCode::Concat;
+    if (moves && dt(op.operands()->Get(0)) != dt(op.results()->Get(0)))
+      return errorf(where, "operand is ", dtypeName(dt(op.operands()->Get(0))),
+                    " but result is ", dtypeName(dt(op.results()->Get(0))));
+    return Status::ok();
+  }
+
+  Status checkOps() {
+    // Which op defines each tensor; entry tensors are defined up front.
+    std::vector<int> producer(size_t(numTensors()), -1);
+    std::vector<bool> defined(size_t(numTensors()), false);
+    for (int i = 0; i < numTensors(); ++i)
+      defined[size_t(i)] = tensor(i)->kind() != TensorKind::Activation;
+    if (f_.num_streams() < 1 || f_.num_events() < 0 || f_.num_handles() < 0)
+      return errorf(fn_, "num_streams ", f_.num_streams(), ", num_events ",
+                    f_.num_events(), ", num_handles ", f_.num_handles(),
+                    " are invalid");
+    std::vector<bool> recorded(size_t(f_.num_events()), false);
+    // Handle state: 0 unused, 1 started, 2 waited; payload tensor per handle.
+    std::vector<int> handleState(size_t(f_.num_handles()), 0);
+    std::vector<int> handlePayload(size_t(f_.num_handles()), -1);
+    unsigned numOps = f_.ops() ? f_.ops()->size() : 0;
+    // First pass: each tensor has at most one producer; op results may not
+    // be parameters or inputs. A State result means an in-place update.
+    for (unsigned oi = 0; oi < numOps; ++oi) {
+      const braid::plan::Op *op = f_.ops()->Get(oi);
+      if (!op->results())
+        continue;
+      for (int r : *op->results()) {
+        if (r < 0 || r >= numTensors())
+          continue; // reported in order below
+        if (producer[size_t(r)] != -1)
+          return errorf(fn_, "tensor ", r, " is produced by op ",
+                        producer[size_t(r)], " and op ", oi);
+        TensorKind k = tensor(r)->kind();
+        if (k == TensorKind::Parameter || k == TensorKind::Input)
+          return errorf(fn_, "op ", oi, " writes tensor ", r,
+                        " which is a parameter or input");
+        producer[size_t(r)] = int(oi);
+        defined[size_t(r)] = false;
+      }
+    }
+    for (unsigned oi = 0; oi < numOps; ++oi) {
+      const braid::plan::Op *op = f_.ops()->Get(oi);
+      const char *name = opcodeName(op->opcode());
+      if (!name)
+        return errorf(fn_, "op ", oi, " has unknown opcode ",
+                      int(op->opcode()));
+      std::string where = fn_ + "op " + std::to_string(oi) + " (" + name + ")";
+      if (op->loc())
+        where += " at " + op->loc()->str();
+      where += ": ";
+      Arity a = arityOf(op->opcode());
+      int nOperands = op->operands() ? int(op->operands()->size()) : 0;
+      int nResults = op->results() ? int(op->results()->size()) : 0;
+      bool arityOk =
+          a.operands == -1 ? nOperands >= 1 : nOperands == a.operands;
+      arityOk = arityOk && nResults == a.results;
+      if (op->opcode() == OpCode::Attention)
+        arityOk = (nOperands == 3 && nResults == 1) ||
+                  (nOperands == 6 && nResults == 3);
+      if (!arityOk)
+        return errorf(where, "has ", nOperands, " operands and ", nResults,
+                      " results");
+      if (op->stream() < 0 || op->stream() >= f_.num_streams())
+        return errorf(where, "stream ", op->stream(), " is not below ",
+                      f_.num_streams());
+      if (op->wait_events())
+        for (int e : *op->wait_events()) {
+          if (e < 0 || e >= f_.num_events())
+            return errorf(where, "waits on event ", e, " of ", f_.num_events());
+          if (!recorded[size_t(e)])
+            return errorf(where, "waits on event ", e,
+                          " before any op records it");
+        }
+      if (op->operands())
+        for (int t : *op->operands()) {
+          BRAID_RETURN_IF_ERROR(checkTensorRef(where + "operand", t));
+          if (!defined[size_t(t)])
+            return errorf(where, "operand tensor ", t,
+                          producer[size_t(t)] == -1
+                              ? " is never defined"
+                              : " is used before it is defined");
+        }
+      if (op->results())
+        for (int t : *op->results())
+          BRAID_RETURN_IF_ERROR(checkTensorRef(where + "result", t));
+      if (a.collective) {
+        BRAID_RETURN_IF_ERROR(checkGroup(where, "group", op->group()));
+        int size = plan_.groups()->Get(unsigned(op->group()))->size();
+        bool p2p = op->opcode() == OpCode::Send ||
+                   op->opcode() == OpCode::Recv ||
+                   op->opcode() == OpCode::SendStart ||
+                   op->opcode() == OpCode::RecvStart;
+        bool bcast = op->opcode() == OpCode::Broadcast ||
+                     op->opcode() == OpCode::BroadcastStart;
+        if (p2p && (op->peer() < 0 || op->peer() >= size))
+          return errorf(where, "peer ", op->peer(),
+                        " is not a rank of a group of ", size);
+        if (bcast && (op->root() < 0 || op->root() >= size))
+          return errorf(where, "root ", op->root(),
+                        " is not a rank of a group of ", size);
+      }
+      if (op->opcode() == OpCode::Embedding && op->vocab_group() != -1)
+        BRAID_RETURN_IF_ERROR(
+            checkGroup(where, "vocab_group", op->vocab_group()));
+      if (op->opcode() == OpCode::Slice) {
+        size_t rank = tensor(op->operands()->Get(0))->shape()
+                          ? tensor(op->operands()->Get(0))->shape()->size()
+                          : 0;
+        if (!op->offsets() || !op->sizes() || op->offsets()->size() != rank ||
+            op->sizes()->size() != rank)
+          return errorf(where, "offsets and sizes need ", rank, " entries");
+      }
+      BRAID_RETURN_IF_ERROR(checkShapes(where, *op));
+      bool isStart = a.asyncStart, isWait = op->opcode() == OpCode::Wait;
+      if (isStart || isWait) {
+        int h = op->handle();
+        if (h < 0 || h >= f_.num_handles())
+          return errorf(where, "handle ", h, " is not below num_handles ",
+                        f_.num_handles());
+        if (isStart) {
+          if (handleState[size_t(h)] != 0)
+            return errorf(where, "handle ", h, " is started twice");
+          handleState[size_t(h)] = 1;
+          handlePayload[size_t(h)] = nResults ? op->results()->Get(0) : -1;
+        } else {
+          if (handleState[size_t(h)] != 1)
+            return errorf(where, "handle ", h,
+                          handleState[size_t(h)] == 0
+                              ? " is waited before it is started"
+                              : " is waited twice");
+          handleState[size_t(h)] = 2;
+          // The payload becomes readable only now.
+          if (handlePayload[size_t(h)] >= 0)
+            defined[size_t(handlePayload[size_t(h)])] = true;
+        }
+      } else if (op->handle() != -1) {
+        return errorf(where, "carries handle ", op->handle(),
+                      " but is not an async start or wait");
+      }
+      if (!isStart && op->results())
+        for (int t : *op->results())
+          defined[size_t(t)] = true;
+      if (op->record_events())
+        for (int e : *op->record_events()) {
+          if (e < 0 || e >= f_.num_events())
+            return errorf(where, "records event ", e, " of ", f_.num_events());
+          recorded[size_t(e)] = true;
+        }
+    }
+    for (size_t h = 0; h < handleState.size(); ++h)
+      if (handleState[h] == 1)
+        return errorf(fn_, "handle ", h, " is started but never waited");
+    if (f_.outputs())
+      for (const braid::plan::Binding *b : *f_.outputs())
+        if (!defined[size_t(b->tensor())])
+          return errorf(fn_, "output '", b->name()->str(), "' tensor ",
+                        b->tensor(), " is never defined");
+    if (f_.state())
+      for (const braid::plan::StateBinding *b : *f_.state())
+        if (!defined[size_t(b->output())])
+          return errorf(fn_, "state slot ", b->slot(), " output tensor ",
+                        b->output(), " is never defined");
+    return Status::ok();
+  }
+
+  const braid::plan::Plan &plan_;
+  const braid::plan::Function &f_;
+  std::string fn_;
+};
+} // namespace
+
+Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
+  if (plan.version() != kPlanFormatVersion)
+    return errorf("plan format version ", plan.version(),
+                  " does not match the runtime's version ", kPlanFormatVersion);
+  int world = plan.world_size();
+  if (world < 1)
+    return errorf("world_size ", world, " must be >= 1");
+  int numGroups = plan.groups() ? int(plan.groups()->size()) : 0;
+  for (int g = 0; g < numGroups; ++g) {
+    const plan::DeviceGroup *dg = plan.groups()->Get(unsigned(g));
+    if (dg->size() < 1 || dg->stride() < 1 ||
+        world % (int64_t(dg->size()) * dg->stride()) != 0)
+      return errorf("device group '", dg->name()->str(), "': size ", dg->size(),
+                    " x stride ", dg->stride(), " does not tile world_size ",
+                    world);
+  }
+  if (plan.parameters())
+    for (const plan::Parameter *p : *plan.parameters()) {
+      std::string pn = "parameter '" + p->name()->str() + "': ";
+      if (!validDType(p->dtype()))
+        return errorf(pn, "unknown dtype ", int(p->dtype()));
+      Shape full = toShape(p->full_shape()), local = toShape(p->local_shape());
+      Shape padded = toShape(p->padded_shape());
+      if (padded.empty())
+        padded = full;
+      if (padded.size() != full.size() || local.size() != full.size())
+        return errorf(pn, "full ", formatShape(full), ", padded ",
+                      formatShape(padded), " and local ", formatShape(local),
+                      " differ in rank");
+      for (size_t d = 0; d < full.size(); ++d)
+        if (full[d] <= 0 || padded[d] < full[d])
+          return errorf(pn, "full shape ", formatShape(full), " / padded ",
+                        formatShape(padded), " invalid in dim ", d);
+      Shape expect = padded;
+      if (const plan::ShardRule *s = p->shard()) {
+        if (s->group() < 0 || s->group() >= numGroups)
+          return errorf(pn, "shard group ", s->group(),
+                        " is not a device group");
+        int size = plan.groups()->Get(unsigned(s->group()))->size();
+        int shards = s->shards() ? s->shards() : size;
+        if (s->dim() < 0 || s->dim() >= int(full.size()))
+          return errorf(pn, "shard dim ", s->dim(), " out of range for ",
+                        formatShape(full));
+        if (shards < 1 || size % shards || s->blocks() < 1 ||
+            padded[size_t(s->dim())] % (int64_t(shards) * s->blocks()))
+          return errorf(pn, "dim ", s->dim(), " of size ",
+                        padded[size_t(s->dim())], " cannot be cut into ",
+                        s->blocks(), " blocks x ", shards,
+                        " shards for a group of ", size);
+        expect[size_t(s->dim())] /= shards;
+      }
+      if (expect != local)
+        return errorf(pn, "local shape ", formatShape(local), " should be ",
+                      formatShape(expect));
+    }
+  if (plan.state())
+    for (const plan::StateSlot *s : *plan.state()) {
+      if (!validDType(s->dtype()))
+        return errorf("state slot '", s->name()->str(), "': unknown dtype");
+      for (int64_t d : toShape(s->shape()))
+        if (d < 0 || d > (int64_t(1) << 40))
+          return errorf("state slot '", s->name()->str(), "': invalid shape");
+    }
+  std::set<std::string> names;
+  if (plan.functions())
+    for (const plan::Function *f : *plan.functions()) {
+      if (!names.insert(f->name()->str()).second)
+        return errorf("function '", f->name()->str(), "' is defined twice");
+      BRAID_RETURN_IF_ERROR(FunctionChecker(plan, *f).run());
+    }
+  return Status::ok();
+}
+
+Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes) {
+  if (bytes.size() < 8)
+    return errorf("plan is truncated: ", bytes.size(),
+                  " bytes is smaller than a FlatBuffers header");
+  if (!flatbuffers::BufferHasIdentifier(bytes.data(), plan::PlanIdentifier()))
+    return errorf(
+        "not a Braid plan: file identifier is '",
+        std::string(reinterpret_cast<const char *>(bytes.data()) + 4, 4),
+        "', expected '", plan::PlanIdentifier(), "'");
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!plan::VerifyPlanBuffer(verifier))
+    return errorf("plan failed FlatBuffers verification (truncated or "
+                  "corrupted, ",
+                  bytes.size(), " bytes)");
+  LoadedPlan lp;
+  lp.bytes_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  lp.root_ = plan::GetPlan(lp.bytes_->data());
+  BRAID_RETURN_IF_ERROR(checkPlanSemantics(*lp.root_));
+  return lp;
+}
+
+Expected<LoadedPlan> braid::rt::loadPlanFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf("cannot open plan '", path, "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  auto plan = loadPlan(std::move(bytes));
+  if (!plan)
+    return errorf(path, ": ", plan.status().message());
+  return plan;
+}

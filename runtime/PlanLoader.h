@@ -1,0 +1,66 @@
+//===- PlanLoader.h - Load and verify a FlatBuffers plan --------*- C++ -*-===//
+//
+// Loading runs the FlatBuffers Verifier first (so no later read can go out
+// of bounds) and then the semantic checks the runtimes rely on: identifier
+// and version, references in range, every buffer inside the arena, every
+// operand defined before use, every event recorded before it is waited, and
+// shapes consistent with their buffers. A plan that loads never makes the
+// interpreter read outside its own storage.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_PLANLOADER_H
+#define BRAID_RUNTIME_PLANLOADER_H
+
+#include "runtime/Status.h"
+#include "runtime/plan_generated.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::rt {
+
+/// Bumped whenever plan.fbs changes meaning; must equal Plan.version.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// A verified plan; owns its bytes and is cheap to copy (shared).
+class LoadedPlan {
+public:
+  const plan::Plan &root() const { return *root_; }
+  const std::vector<uint8_t> &bytes() const { return *bytes_; }
+  /// Index in root().functions(), or -1.
+  int functionIndex(std::string_view name) const;
+  const plan::Function *function(std::string_view name) const;
+
+private:
+  friend Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes);
+  std::shared_ptr<const std::vector<uint8_t>> bytes_;
+  const plan::Plan *root_ = nullptr;
+};
+
+/// Verifies and takes ownership of a serialized plan.
+Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes);
+/// Reads `path` and loads it; errors name the file.
+Expected<LoadedPlan> loadPlanFile(const std::string &path);
+
+/// The semantic checks alone, on an already Verifier-checked plan.
+Status checkPlanSemantics(const plan::Plan &plan);
+
+/// Rank of world rank `worldRank` inside group `group`, and the id of the
+/// group instance it belongs to (unique across groups).
+struct GroupPosition {
+  int rankInGroup = 0;
+  int size = 1;
+  int64_t instanceKey = 0;
+  /// World rank of member `j` of this instance.
+  int memberWorldRank(int j) const { return base + j * stride; }
+  int base = 0, stride = 1;
+};
+GroupPosition groupPosition(const plan::Plan &plan, int group, int worldRank);
+
+const char *opcodeName(plan::OpCode opcode);
+
+} // namespace braid::rt
+
+#endif // BRAID_RUNTIME_PLANLOADER_H

@@ -1,0 +1,58 @@
+//===- Weights.h - Deterministic synthetic weights --------------*- C++ -*-===//
+//
+// value = f(seed, parameter name, linear index in the FULL tensor), so a
+// rank's slice depends only on the shard rule: TP=1 and TP=N runs compute
+// the same function. Norm weights ("norm" in the name, or a GPT-2 "ln_*"
+// module) are 1 + small noise so activations keep their scale.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_WEIGHTS_H
+#define BRAID_RUNTIME_WEIGHTS_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/Status.h"
+
+#include <string_view>
+#include <vector>
+
+namespace braid::rt {
+
+/// How one rank's slice is cut (braid.parameter semantics).
+struct ShardSpec {
+  int64_t dim = -1; // -1: replicated
+  int64_t shards = 1;
+  int64_t blocks = 1;
+  int64_t rank = 0;      // rank in the group
+  int64_t groupSize = 1; // piece = rank * shards / groupSize
+};
+
+constexpr float kWeightScale = 0.02f;
+
+/// Element `fullIndex` (row-major in the unpadded full tensor).
+float weightValue(uint64_t seed, std::string_view name, int64_t fullIndex);
+
+/// The whole full tensor.
+std::vector<float> generateFullWeights(uint64_t seed, std::string_view name,
+                                       const Shape &fullShape);
+
+/// The local shape for `spec` (padded shape cut along spec.dim).
+Expected<Shape> localShape(const Shape &paddedShape, const ShardSpec &spec);
+
+/// This rank's slice of `full` (shape `fullShape`), after zero-padding it to
+/// `paddedShape` (empty: no padding).
+Expected<std::vector<float>> sliceForRank(const std::vector<float> &full,
+                                          const Shape &fullShape,
+                                          const Shape &paddedShape,
+                                          const ShardSpec &spec);
+
+/// Same result as sliceForRank(generateFullWeights(...)) without building
+/// the full tensor.
+Expected<std::vector<float>> generateLocalWeights(uint64_t seed,
+                                                  std::string_view name,
+                                                  const Shape &fullShape,
+                                                  const Shape &paddedShape,
+                                                  const ShardSpec &spec);
+
+} // namespace braid::rt
+
+#endif // BRAID_RUNTIME_WEIGHTS_H

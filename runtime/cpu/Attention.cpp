@@ -1,0 +1,143 @@
+//===- Attention.cpp - braid.attention (GQA, causal, KV cache) ------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace braid::rt;
+using namespace braid::rt::cpu;
+
+namespace {
+struct Dims {
+  int64_t b, sq, hq, hkv, d;
+};
+} // namespace
+
+static Expected<Dims> checkQkv(const FTensor &q, const FTensor &k,
+                               const FTensor &v, const AttentionParams &p) {
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
+    return errorf("attention: q, k, v must be rank 4, got ",
+                  formatShape(q.shape), ", ", formatShape(k.shape), ", ",
+                  formatShape(v.shape));
+  Dims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
+  if (p.numHeads != d.hq || p.numKvHeads != d.hkv || p.headDim != d.d)
+    return errorf("attention: num_heads/num_kv_heads/head_dim ", p.numHeads,
+                  "/", p.numKvHeads, "/", p.headDim, " disagree with q ",
+                  formatShape(q.shape), " and k ", formatShape(k.shape));
+  if (d.hkv <= 0 || d.hq % d.hkv)
+    return errorf("attention: num_heads ", d.hq,
+                  " is not a multiple of num_kv_heads ", d.hkv);
+  if (k.shape != Shape{d.b, d.sq, d.hkv, d.d} || v.shape != k.shape)
+    return errorf("attention: k ", formatShape(k.shape), " and v ",
+                  formatShape(v.shape), " must be [", d.b, ", ", d.sq, ", ",
+                  d.hkv, ", ", d.d, "]");
+  return d;
+}
+
+// o[b, i, h] = softmax_j(scale * q.k_j) v_j over keys j < keyCount(i), with
+// keys read from kData/vData laid out [B, keyStride, Hkv, D].
+template <typename KeyCount>
+static void attend(const FTensor &q, const float *kData, const float *vData,
+                   int64_t keyStride, const Dims &d, double scaleAttr,
+                   KeyCount keyCount, FTensor &o) {
+  float scale =
+      scaleAttr != 0.0 ? float(scaleAttr) : 1.0f / std::sqrt(float(d.d));
+  int64_t groupSize = d.hq / d.hkv;
+  std::vector<float> scores;
+  for (int64_t b = 0; b < d.b; ++b)
+    for (int64_t i = 0; i < d.sq; ++i) {
+      int64_t n = keyCount(b, i);
+      scores.assign(size_t(std::max<int64_t>(n, 0)), 0.0f);
+      for (int64_t h = 0; h < d.hq; ++h) {
+        int64_t kvh = h / groupSize; // GQA: query head h reads kv head h/g
+        const float *qp = q.data.data() + ((b * d.sq + i) * d.hq + h) * d.d;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          const float *kp = kData + ((b * keyStride + j) * d.hkv + kvh) * d.d;
+          float dot = 0.0f;
+          for (int64_t e = 0; e < d.d; ++e)
+            dot += qp[e] * kp[e];
+          scores[size_t(j)] = dot * scale;
+          mx = std::max(mx, scores[size_t(j)]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          scores[size_t(j)] = std::exp(scores[size_t(j)] - mx);
+          sum += scores[size_t(j)];
+        }
+        float *op = o.data.data() + ((b * d.sq + i) * d.hq + h) * d.d;
+        for (int64_t e = 0; e < d.d; ++e)
+          op[e] = 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          const float *vp = vData + ((b * keyStride + j) * d.hkv + kvh) * d.d;
+          float w = scores[size_t(j)] / sum;
+          for (int64_t e = 0; e < d.d; ++e)
+            op[e] += w * vp[e];
+        }
+      }
+    }
+}
+
+Expected<FTensor> cpu::attention(const FTensor &q, const FTensor &k,
+                                 const FTensor &v, const AttentionParams &p) {
+  auto dims = checkQkv(q, k, v, p);
+  if (!dims)
+    return dims.status();
+  const Dims &d = *dims;
+  FTensor o{q.shape, std::vector<float>(q.data.size())};
+  int64_t s = d.sq;
+  bool causal = p.causal;
+  attend(
+      q, k.data.data(), v.data.data(), s, d, p.scale,
+      [&](int64_t, int64_t i) { return causal ? i + 1 : s; }, o);
+  return o;
+}
+
+Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
+                                          const FTensor &v, FTensor &kCache,
+                                          FTensor &vCache,
+                                          const ITensor &position,
+                                          const AttentionParams &p) {
+  auto dims = checkQkv(q, k, v, p);
+  if (!dims)
+    return dims.status();
+  const Dims &d = *dims;
+  if (kCache.shape.size() != 4 || kCache.shape[0] != d.b ||
+      kCache.shape[2] != d.hkv || kCache.shape[3] != d.d ||
+      vCache.shape != kCache.shape)
+    return errorf("attention: caches ", formatShape(kCache.shape), " and ",
+                  formatShape(vCache.shape), " must be [", d.b, ", max_seq, ",
+                  d.hkv, ", ", d.d, "]");
+  if (position.shape != Shape{d.b})
+    return errorf("attention: position ", formatShape(position.shape),
+                  " must be [", d.b, "]");
+  int64_t maxS = kCache.shape[1];
+  for (int64_t b = 0; b < d.b; ++b) {
+    int64_t pos = position.data[size_t(b)];
+    if (pos < 0 || pos + d.sq > maxS)
+      return errorf("attention: batch ", b, " writes cache rows [", pos, ", ",
+                    pos + d.sq, ") outside max_seq ", maxS);
+  }
+  // Write the new keys and values at [pos, pos + S).
+  size_t row = size_t(d.hkv * d.d);
+  for (int64_t b = 0; b < d.b; ++b)
+    for (int64_t s = 0; s < d.sq; ++s) {
+      int64_t dst = b * maxS + position.data[size_t(b)] + s;
+      int64_t src = b * d.sq + s;
+      std::copy_n(k.data.begin() + long(src * long(row)), row,
+                  kCache.data.begin() + long(dst * long(row)));
+      std::copy_n(v.data.begin() + long(src * long(row)), row,
+                  vCache.data.begin() + long(dst * long(row)));
+    }
+  FTensor o{q.shape, std::vector<float>(q.data.size())};
+  bool causal = p.causal;
+  int64_t s = d.sq;
+  attend(
+      q, kCache.data.data(), vCache.data.data(), maxS, d, p.scale,
+      [&](int64_t b, int64_t i) {
+        int64_t pos = position.data[size_t(b)];
+        return causal ? pos + i + 1 : pos + s;
+      },
+      o);
+  return o;
+}

@@ -1,0 +1,62 @@
+//===- Elementwise.cpp - add, mul, silu, gelu -----------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <cmath>
+
+using namespace braid::rt;
+using namespace braid::rt::cpu;
+
+Expected<FTensor> cpu::binary(BinaryKind kind, const FTensor &lhs,
+                              const FTensor &rhs) {
+  const char *name = kind == BinaryKind::Add ? "add" : "mul";
+  size_t rl = lhs.shape.size(), rr = rhs.shape.size();
+  if (rr > rl)
+    return errorf(name, ": rhs ", formatShape(rhs.shape),
+                  " has a higher rank than lhs ", formatShape(lhs.shape));
+  // rhs aligned to lhs's trailing dims; size-1 dims broadcast.
+  std::vector<int64_t> rhsStride(rl, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < rr; ++i) {
+    size_t ri = rr - 1 - i, li = rl - 1 - i;
+    if (rhs.shape[ri] != lhs.shape[li] && rhs.shape[ri] != 1)
+      return errorf(name, ": rhs ", formatShape(rhs.shape),
+                    " does not broadcast to lhs ", formatShape(lhs.shape));
+    rhsStride[li] = rhs.shape[ri] == 1 ? 0 : stride;
+    stride *= rhs.shape[ri];
+  }
+  FTensor out{lhs.shape, std::vector<float>(lhs.data.size())};
+  std::vector<int64_t> idx(rl, 0);
+  for (size_t e = 0; e < lhs.data.size(); ++e) {
+    int64_t r = 0;
+    for (size_t d = 0; d < rl; ++d)
+      r += idx[d] * rhsStride[d];
+    float a = lhs.data[e], b = rhs.data[size_t(r)];
+    out.data[e] = kind == BinaryKind::Add ? a + b : a * b;
+    for (size_t d = rl; d-- > 0;) {
+      if (++idx[d] < lhs.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+FTensor cpu::silu(const FTensor &x) {
+  FTensor y = x;
+  for (float &v : y.data)
+    v = v / (1.0f + std::exp(-v));
+  return y;
+}
+
+FTensor cpu::gelu(const FTensor &x, GeluKind kind) {
+  FTensor y = x;
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  for (float &v : y.data) {
+    if (kind == GeluKind::Erf)
+      v = 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+    else
+      v = 0.5f * v *
+          (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  }
+  return y;
+}

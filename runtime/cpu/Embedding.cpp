@@ -1,0 +1,29 @@
+//===- Embedding.cpp - braid.embedding (optionally vocab-sharded) ---------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+using namespace braid::rt;
+using namespace braid::rt::cpu;
+
+Expected<FTensor> cpu::embedding(const ITensor &ids, const FTensor &table,
+                                 int64_t vocabStart) {
+  if (table.shape.size() != 2)
+    return errorf("embedding: table must be [V, H], got ",
+                  formatShape(table.shape));
+  int64_t v = table.shape[0], h = table.shape[1];
+  FTensor out;
+  out.shape = ids.shape;
+  out.shape.push_back(h);
+  out.data.assign(size_t(numElements(out.shape)), 0.0f);
+  for (size_t i = 0; i < ids.data.size(); ++i) {
+    int64_t row = ids.data[i] - vocabStart;
+    if (row < 0 || row >= v) {
+      // Outside this shard: a zero row the all_reduce completes. Without a
+      // shard it is simply an invalid id; zero keeps the op total.
+      continue;
+    }
+    std::copy_n(table.data.begin() + long(row * h), size_t(h),
+                out.data.begin() + long(i * size_t(h)));
+  }
+  return out;
+}

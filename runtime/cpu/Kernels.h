@@ -1,0 +1,83 @@
+//===- Kernels.h - fp32 CPU reference kernels -------------------*- C++ -*-===//
+//
+// One function per braid compute op, with exactly the semantics of
+// docs/generated/BraidDialect.md. Kernels compute in fp32 on dense
+// row-major data, validate the shapes they are given and return a Status
+// instead of crashing; storage dtypes are handled by the interpreter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CPU_KERNELS_H
+#define BRAID_RUNTIME_CPU_KERNELS_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/Status.h"
+
+#include <optional>
+#include <vector>
+
+namespace braid::rt::cpu {
+
+struct FTensor {
+  Shape shape;
+  std::vector<float> data;
+};
+struct ITensor {
+  Shape shape;
+  std::vector<int64_t> data;
+};
+
+enum class BinaryKind { Add, Mul };
+enum class GeluKind { Erf, Tanh };
+
+Expected<FTensor> matmul(const FTensor &a, const FTensor &b, bool transposeA,
+                         bool transposeB);
+Expected<FTensor> binary(BinaryKind kind, const FTensor &lhs,
+                         const FTensor &rhs);
+Expected<FTensor> rmsNorm(const FTensor &x, const FTensor &weight,
+                          double epsilon);
+Expected<FTensor> layerNorm(const FTensor &x, const FTensor &weight,
+                            const FTensor &bias, double epsilon);
+Expected<FTensor> rope(const FTensor &x, const ITensor &positions,
+                       double theta);
+FTensor silu(const FTensor &x);
+FTensor gelu(const FTensor &x, GeluKind kind);
+Expected<FTensor> softmax(const FTensor &x, int64_t dim);
+
+/// `vocabStart` is the first id this table holds (rank * V when the table is
+/// a vocabulary shard, 0 otherwise); ids outside give zero rows.
+Expected<FTensor> embedding(const ITensor &ids, const FTensor &table,
+                            int64_t vocabStart);
+
+struct AttentionParams {
+  bool causal = false;
+  int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
+  double scale = 0.0; // 0: 1/sqrt(headDim)
+};
+/// Without a cache. Returns o [B, S, Hq, D].
+Expected<FTensor> attention(const FTensor &q, const FTensor &k,
+                            const FTensor &v, const AttentionParams &p);
+/// With a KV cache: writes k, v into kCache/vCache at [pos, pos+S) (in
+/// place; the caches are the updated caches afterwards) and attends query i
+/// to cache entries [0, pos+i] (causal) or [0, pos+S) (not causal).
+Expected<FTensor> attentionWithCache(const FTensor &q, const FTensor &k,
+                                     const FTensor &v, FTensor &kCache,
+                                     FTensor &vCache, const ITensor &position,
+                                     const AttentionParams &p);
+
+// Layout ops work on raw bytes so they serve every dtype.
+struct ByteTensor {
+  Shape shape;
+  size_t elemSize = 4;
+  std::vector<uint8_t> data;
+};
+Expected<ByteTensor> slice(const ByteTensor &x, const Shape &offsets,
+                           const Shape &sizes);
+Expected<ByteTensor> concat(const std::vector<const ByteTensor *> &inputs,
+                            int64_t dim);
+/// Splits `x` into `n` equal pieces along `dim`.
+Expected<std::vector<ByteTensor>> split(const ByteTensor &x, int64_t dim,
+                                        int64_t n);
+
+} // namespace braid::rt::cpu
+
+#endif // BRAID_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,39 @@
+//===- Rope.cpp - braid.rope (Hugging Face rotate_half) -------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <cmath>
+
+using namespace braid::rt;
+using namespace braid::rt::cpu;
+
+Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
+                            double theta) {
+  if (x.shape.size() != 4)
+    return errorf("rope: input must be [B, S, H, D], got ",
+                  formatShape(x.shape));
+  int64_t b = x.shape[0], s = x.shape[1], h = x.shape[2], d = x.shape[3];
+  if (d % 2)
+    return errorf("rope: head dim ", d, " must be even");
+  if (positions.shape != Shape{b, s})
+    return errorf("rope: positions ", formatShape(positions.shape),
+                  " must be [", b, ", ", s, "]");
+  int64_t half = d / 2;
+  FTensor y{x.shape, std::vector<float>(x.data.size())};
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t si = 0; si < s; ++si) {
+      double pos = double(positions.data[size_t(bi * s + si)]);
+      for (int64_t i = 0; i < half; ++i) {
+        // Element i pairs with i + D/2 at frequency theta^(-2i/D).
+        double angle = pos * std::pow(theta, -2.0 * double(i) / double(d));
+        float c = float(std::cos(angle)), sn = float(std::sin(angle));
+        for (int64_t hi = 0; hi < h; ++hi) {
+          size_t base = size_t(((bi * s + si) * h + hi) * d);
+          float x1 = x.data[base + size_t(i)];
+          float x2 = x.data[base + size_t(i + half)];
+          y.data[base + size_t(i)] = x1 * c - x2 * sn;
+          y.data[base + size_t(i + half)] = x2 * c + x1 * sn;
+        }
+      }
+    }
+  return y;
+}

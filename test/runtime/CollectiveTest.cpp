@@ -1,0 +1,283 @@
+//===- CollectiveTest.cpp - Collectives over 2-4 thread ranks -------------===//
+//
+// Each case is a one-op plan run on every rank; inputs depend on the rank
+// and the expected outputs are worked out by hand.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Interpreter.h"
+#include "test/runtime/PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace braid::rt;
+using namespace braid::rt::test;
+namespace plan = braid::plan;
+
+namespace {
+std::vector<std::vector<float>>
+runCollective(PlanBuilder &pb, const std::vector<std::vector<float>> &perRank,
+              const Shape &inShape) {
+  auto plan = loadPlan(pb.finish());
+  EXPECT_TRUE(plan) << plan.status().message();
+  if (!plan)
+    return {};
+  auto runner = ThreadedRunner::create(*plan);
+  EXPECT_TRUE(runner) << runner.status().message();
+  std::vector<TensorMap> inputs;
+  for (const auto &v : perRank)
+    inputs.push_back({{"x", HostTensor::fromFloats(DType::F32, inShape, v)}});
+  auto out = (*runner)->run("main", inputs);
+  EXPECT_TRUE(out) << out.status().message();
+  std::vector<std::vector<float>> result;
+  if (out)
+    for (auto &m : *out)
+      result.push_back(m.at("y").toFloats());
+  return result;
+}
+
+// One-op plan: y = op(x) on group 0 of size `world`.
+PlanBuilder onePlan(int world, OpCode code, Shape in, Shape out,
+                    void (*attrs)(plan::OpT &) = nullptr) {
+  PlanBuilder pb(world);
+  pb.group("tp", world);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", in);
+  int y = f.tensor(out);
+  plan::OpT &op = f.op(code, {x}, {y});
+  op.group = 0;
+  if (attrs)
+    attrs(op);
+  f.output("y", y);
+  return pb;
+}
+} // namespace
+
+TEST(Collectives, AllReduceKinds) {
+  // Rank r holds [r+1, 10(r+1)] over 3 ranks.
+  std::vector<std::vector<float>> in{{1, 10}, {2, 20}, {3, 30}};
+  struct Case {
+    plan::ReduceKind kind;
+    std::vector<float> want;
+  } cases[] = {{plan::ReduceKind::Sum, {6, 60}},
+               {plan::ReduceKind::Max, {3, 30}},
+               {plan::ReduceKind::Min, {1, 10}},
+               {plan::ReduceKind::Prod, {6, 6000}}};
+  for (const Case &c : cases) {
+    PlanBuilder pb = onePlan(3, OpCode::AllReduce, {2}, {2});
+    pb.plan().functions[0]->ops[0]->reduce_kind = c.kind;
+    auto out = runCollective(pb, in, {2});
+    ASSERT_EQ(out.size(), 3u);
+    for (auto &o : out)
+      EXPECT_EQ(o, c.want) << "kind " << int(c.kind);
+  }
+}
+
+TEST(Collectives, AllReduceBitIdenticalOnEveryRank) {
+  // Values whose fp32 sum depends on the order: every rank must still agree.
+  std::vector<std::vector<float>> in{
+      {1e8f, 1}, {1, -1e8f}, {-1e8f, 1}, {1, 1e8f}};
+  PlanBuilder pb = onePlan(4, OpCode::AllReduce, {2}, {2});
+  auto out = runCollective(pb, in, {2});
+  ASSERT_EQ(out.size(), 4u);
+  // Rank order in fp32 (1e8 + 1 rounds to 1e8):
+  //   element 0: ((1e8 + 1) - 1e8) + 1 = 1
+  //   element 1: ((1 - 1e8) + 1) + 1e8 = 0
+  EXPECT_EQ(out[0], (std::vector<float>{1, 0}));
+  for (auto &o : out)
+    EXPECT_EQ(o, out[0]);
+}
+
+TEST(Collectives, AllGatherAlongDim1) {
+  // [1, 2] per rank, gathered along dim 1 over 2 ranks -> [1, 4].
+  PlanBuilder pb = onePlan(2, OpCode::AllGather, {1, 2}, {1, 4},
+                           [](plan::OpT &op) { op.dim = 1; });
+  auto out = runCollective(pb, {{1, 2}, {3, 4}}, {1, 2});
+  ASSERT_EQ(out.size(), 2u);
+  for (auto &o : out)
+    EXPECT_EQ(o, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(Collectives, AllGatherAlongDim0ThreeRanks) {
+  PlanBuilder pb = onePlan(3, OpCode::AllGather, {1, 2}, {3, 2},
+                           [](plan::OpT &op) { op.dim = 0; });
+  auto out = runCollective(pb, {{1, 2}, {3, 4}, {5, 6}}, {1, 2});
+  ASSERT_EQ(out.size(), 3u);
+  for (auto &o : out)
+    EXPECT_EQ(o, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Collectives, ReduceScatterSum) {
+  // [2, 2] per rank; the sum is scattered by rows.
+  PlanBuilder pb = onePlan(2, OpCode::ReduceScatter, {2, 2}, {1, 2},
+                           [](plan::OpT &op) { op.dim = 0; });
+  auto out = runCollective(pb, {{1, 2, 3, 4}, {10, 20, 30, 40}}, {2, 2});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{11, 22}));
+  EXPECT_EQ(out[1], (std::vector<float>{33, 44}));
+}
+
+TEST(Collectives, AllToAllSplitConcat) {
+  // Doc example: rank0 [a0 a1], rank1 [b0 b1] -> rank0 [a0 b0], rank1
+  // [a1 b1]; here split along dim 1, concatenate along dim 0.
+  PlanBuilder pb =
+      onePlan(2, OpCode::AllToAll, {1, 4}, {2, 2}, [](plan::OpT &op) {
+        op.split_dim = 1;
+        op.concat_dim = 0;
+      });
+  auto out = runCollective(pb, {{1, 2, 3, 4}, {5, 6, 7, 8}}, {1, 4});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{1, 2, 5, 6}));
+  EXPECT_EQ(out[1], (std::vector<float>{3, 4, 7, 8}));
+}
+
+TEST(Collectives, AllToAllFourRanks) {
+  PlanBuilder pb = onePlan(4, OpCode::AllToAll, {4}, {4}, [](plan::OpT &op) {
+    op.split_dim = 0;
+    op.concat_dim = 0;
+  });
+  // Rank r holds [10r, 10r+1, 10r+2, 10r+3]; rank j gets element j of each.
+  auto out = runCollective(
+      pb, {{0, 1, 2, 3}, {10, 11, 12, 13}, {20, 21, 22, 23}, {30, 31, 32, 33}},
+      {4});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[2], (std::vector<float>{2, 12, 22, 32}));
+  EXPECT_EQ(out[3], (std::vector<float>{3, 13, 23, 33}));
+}
+
+TEST(Collectives, BroadcastFromRoot) {
+  PlanBuilder pb = onePlan(3, OpCode::Broadcast, {2}, {2},
+                           [](plan::OpT &op) { op.root = 2; });
+  auto out = runCollective(pb, {{1, 1}, {2, 2}, {7, 8}}, {2});
+  ASSERT_EQ(out.size(), 3u);
+  for (auto &o : out)
+    EXPECT_EQ(o, (std::vector<float>{7, 8}));
+}
+
+TEST(Collectives, AsyncAllReduceWithComputeInBetween) {
+  // h = all_reduce_start(x); z = x * x (overlapped); y = wait(h) + z.
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  FnBuilder f = pb.function("main");
+  f.fn().num_handles = 1;
+  int x = f.input("x", {2});
+  int r = f.tensor({2}), z = f.tensor({2}), y = f.tensor({2});
+  plan::OpT &start = f.op(OpCode::AllReduceStart, {x}, {r});
+  start.group = 0;
+  start.handle = 0;
+  f.op(OpCode::Mul, {x, x}, {z});
+  f.op(OpCode::Wait, {}, {}).handle = 0;
+  f.op(OpCode::Add, {r, z}, {y});
+  f.output("y", y);
+  auto out = runCollective(pb, {{1, 2}, {3, 4}}, {2});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{4 + 1, 6 + 4}));
+  EXPECT_EQ(out[1], (std::vector<float>{4 + 9, 6 + 16}));
+}
+
+namespace {
+// Rank 0 runs "stage0", rank 1 runs "stage1" (pipeline stages).
+Expected<std::vector<TensorMap>> runStages(PlanBuilder &pb,
+                                           std::vector<TensorMap> inputs) {
+  auto plan = loadPlan(pb.finish());
+  if (!plan)
+    return plan.status();
+  auto runner = ThreadedRunner::create(*plan);
+  if (!runner)
+    return runner.status();
+  return (*runner)->runPerRank({"stage0", "stage1"}, inputs);
+}
+} // namespace
+
+TEST(Collectives, SendRecv) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  FnBuilder s0 = pb.function("stage0");
+  int x = s0.input("x", {3});
+  plan::OpT &send = s0.op(OpCode::Send, {x}, {});
+  send.group = 0;
+  send.peer = 1;
+  FnBuilder s1 = pb.function("stage1");
+  s1.input("x", {3});
+  int y = s1.tensor({3});
+  plan::OpT &recv = s1.op(OpCode::Recv, {}, {y});
+  recv.group = 0;
+  recv.peer = 0;
+  s1.output("y", y);
+  auto out = runStages(
+      pb, {{{"x", HostTensor::fromFloats(DType::F32, {3}, {1, 2, 3})}},
+           {{"x", HostTensor::fromFloats(DType::F32, {3}, {0, 0, 0})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
+  // Both ranks start their receive before their send: the exchange must
+  // complete because the receive finishes at its wait.
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = pb.function("stage" + std::to_string(r));
+    f.fn().num_handles = 2;
+    int x = f.input("x", {2});
+    int y = f.tensor({2});
+    plan::OpT &rs = f.op(OpCode::RecvStart, {}, {y});
+    rs.group = 0;
+    rs.peer = 1 - r;
+    rs.handle = 0;
+    plan::OpT &ss = f.op(OpCode::SendStart, {x}, {});
+    ss.group = 0;
+    ss.peer = 1 - r;
+    ss.handle = 1;
+    f.op(OpCode::Wait, {}, {}).handle = 1;
+    f.op(OpCode::Wait, {}, {}).handle = 0;
+    f.output("y", y);
+  }
+  auto out =
+      runStages(pb, {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
+                     {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
+  EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+}
+
+TEST(Collectives, TwoGroupsOnAMesh) {
+  // World 4 as a 2x2 mesh: "tp" = {0,1},{2,3} (stride 1), "dp" = {0,2},{1,3}
+  // (stride 2). all_reduce over tp then over dp sums everything.
+  PlanBuilder pb(4);
+  pb.group("tp", 2, 1);
+  pb.group("dp", 2, 2);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {1});
+  int a = f.tensor({1}), b = f.tensor({2});
+  f.op(OpCode::AllReduce, {x}, {a}).group = 0;
+  f.op(OpCode::AllGather, {a}, {b}).group = 1; // [tp sum of my dp peer]
+  f.output("y", b);
+  auto out = runCollective(pb, {{1}, {2}, {30}, {40}}, {1});
+  ASSERT_EQ(out.size(), 4u);
+  // tp sums: ranks 0,1 -> 3; ranks 2,3 -> 70. dp gathers {0,2} / {1,3}.
+  for (auto &o : out)
+    EXPECT_EQ(o, (std::vector<float>{3, 70}));
+}
+
+TEST(Collectives, MismatchedCollectiveFailsInsteadOfHanging) {
+  // Rank 1 runs a function with no collective, so rank 0's all_reduce can
+  // never complete; the communicator must time out with an error.
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  FnBuilder f0 = pb.function("stage0");
+  int x0 = f0.input("x", {1});
+  int y0 = f0.tensor({1});
+  f0.op(OpCode::AllReduce, {x0}, {y0}).group = 0;
+  FnBuilder f1 = pb.function("stage1");
+  f1.input("x", {1});
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  Communicator comm(2, std::chrono::milliseconds(200));
+  auto r0 = Interpreter::create(*plan, 0, comm);
+  ASSERT_TRUE(r0);
+  auto out = (*r0)->run("stage0",
+                        {{"x", HostTensor::fromFloats(DType::F32, {1}, {1})}});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("timed out"), std::string::npos)
+      << out.status().message();
+}

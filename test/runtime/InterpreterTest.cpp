@@ -1,0 +1,404 @@
+//===- InterpreterTest.cpp - Whole plans on the reference interpreter -----===//
+#include "runtime/Interpreter.h"
+#include "runtime/Weights.h"
+#include "test/runtime/PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace braid::rt;
+using namespace braid::rt::test;
+namespace plan = braid::plan;
+
+namespace {
+HostTensor f32(Shape shape, std::vector<float> v) {
+  return HostTensor::fromFloats(DType::F32, std::move(shape), v);
+}
+
+std::unique_ptr<ThreadedRunner> makeRunner(const PlanBuilder &pb,
+                                           uint64_t seed = 0) {
+  auto plan = loadPlan(pb.finish());
+  EXPECT_TRUE(plan) << plan.status().message();
+  if (!plan)
+    return nullptr;
+  auto runner = ThreadedRunner::create(*plan, seed);
+  EXPECT_TRUE(runner) << runner.status().message();
+  return runner ? runner.take() : nullptr;
+}
+
+// Megatron MLP on `tp` ranks: y = all_reduce(gelu(rms_norm(x) W1^T) W2^T),
+// W1 column-parallel (dim 0), W2 row-parallel (dim 1).
+PlanBuilder mlpPlan(int tp) {
+  PlanBuilder pb(tp);
+  pb.group("tp", tp);
+  int norm = pb.param("model.norm.weight", {8}, {8});
+  int up =
+      pb.param("mlp.up_proj.weight", {16, 8}, {16 / tp, 8}, DType::F32, 0, 0);
+  int down =
+      pb.param("mlp.down_proj.weight", {8, 16}, {8, 16 / tp}, DType::F32, 1, 0);
+  FnBuilder f = pb.function("prefill");
+  int x = f.input("x", {1, 2, 8});
+  int n = f.tensor({1, 2, 8}), h = f.tensor({1, 2, 16 / tp});
+  int a = f.tensor({1, 2, 16 / tp}), p = f.tensor({1, 2, 8});
+  int y = f.tensor({1, 2, 8});
+  f.op(OpCode::RmsNorm, {x, f.param(norm, pb.plan())}, {n}).epsilon = 1e-6;
+  f.op(OpCode::Matmul, {n, f.param(up, pb.plan())}, {h}).transpose_b = true;
+  f.op(OpCode::Gelu, {h}, {a}).gelu_approximation =
+      plan::GeluApproximation::Tanh;
+  f.op(OpCode::Matmul, {a, f.param(down, pb.plan())}, {p}).transpose_b = true;
+  f.op(OpCode::AllReduce, {p}, {y}).group = 0;
+  f.output("y", y);
+  return pb;
+}
+} // namespace
+
+TEST(Interpreter, TensorParallelMlpMatchesSingleRank) {
+  std::vector<float> xs;
+  for (int i = 0; i < 16; ++i)
+    xs.push_back(std::sin(0.7f * float(i)) * 3.0f);
+  TensorMap in{{"x", f32({1, 2, 8}, xs)}};
+  std::vector<float> ref;
+  for (int tp : {1, 2, 4}) {
+    auto runner = makeRunner(mlpPlan(tp), /*seed=*/42);
+    ASSERT_TRUE(runner);
+    auto out = runner->run("prefill", {in});
+    ASSERT_TRUE(out) << out.status().message();
+    std::vector<float> y0 = (*out)[0].at("y").toFloats();
+    for (int r = 1; r < tp; ++r) // bit-identical across ranks
+      EXPECT_EQ((*out)[size_t(r)].at("y").toFloats(), y0) << "rank " << r;
+    if (ref.empty()) {
+      ref = y0;
+      float mx = 0;
+      for (float v : ref)
+        mx = std::max(mx, std::fabs(v));
+      EXPECT_GT(mx, 1e-4f); // not trivially zero
+      continue;
+    }
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(y0[i], ref[i], 1e-6f) << "tp " << tp << " element " << i;
+  }
+}
+
+TEST(Interpreter, VocabParallelEmbeddingMatchesFullTable) {
+  // Table [6, 4] cut over 2 ranks; ids span both shards; all_reduce sums the
+  // zero rows away. Expected rows come straight from the weight generator.
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  int tab =
+      pb.param("model.embed_tokens.weight", {6, 4}, {3, 4}, DType::F32, 0, 0);
+  FnBuilder f = pb.function("prefill");
+  int ids = f.input("ids", {1, 3}, DType::I32);
+  int e = f.tensor({1, 3, 4}), y = f.tensor({1, 3, 4});
+  f.op(OpCode::Embedding, {ids, f.param(tab, pb.plan())}, {e}).vocab_group = 0;
+  f.op(OpCode::AllReduce, {e}, {y}).group = 0;
+  f.output("y", y);
+  auto runner = makeRunner(pb, 7);
+  ASSERT_TRUE(runner);
+  auto out = runner->run(
+      "prefill",
+      {{{"ids", HostTensor::fromInts(DType::I32, {1, 3}, {4, 0, 3})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  auto full = generateFullWeights(7, "model.embed_tokens.weight", {6, 4});
+  std::vector<float> want;
+  for (int id : {4, 0, 3})
+    want.insert(want.end(), full.begin() + id * 4, full.begin() + id * 4 + 4);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ((*out)[size_t(r)].at("y").toFloats(), want);
+}
+
+namespace {
+// Attention with a KV cache [1, 4, 1, 2] kept in state slots across a
+// prefill and a decode step. Prefill updates the state in place (State
+// result tensors); decode writes activations that are copied back.
+PlanBuilder kvPlan() {
+  PlanBuilder pb(1);
+  int kslot = pb.stateSlot("layers.0.k_cache", {1, 4, 1, 2});
+  int vslot = pb.stateSlot("layers.0.v_cache", {1, 4, 1, 2});
+  for (bool prefill : {true, false}) {
+    FnBuilder f = pb.function(prefill ? "prefill" : "decode");
+    int q = f.input("q", {1, 1, 2, 2});
+    int k = f.input("k", {1, 1, 1, 2});
+    int v = f.input("v", {1, 1, 1, 2});
+    int pos = f.input("pos", {1}, DType::I64);
+    int kc = f.state(kslot, pb.plan()), vc = f.state(vslot, pb.plan());
+    int o = f.tensor({1, 1, 2, 2});
+    int kc2 = prefill ? f.state(kslot, pb.plan()) : f.tensor({1, 4, 1, 2});
+    int vc2 = prefill ? f.state(vslot, pb.plan()) : f.tensor({1, 4, 1, 2});
+    plan::OpT &att =
+        f.op(OpCode::Attention, {q, k, v, kc, vc, pos}, {o, kc2, vc2});
+    att.causal = true;
+    att.num_heads = 2;
+    att.num_kv_heads = 1;
+    att.head_dim = 2;
+    for (auto [slot, in, out] :
+         {std::tuple{kslot, kc, kc2}, std::tuple{vslot, vc, vc2}}) {
+      auto b = std::make_unique<plan::StateBindingT>();
+      b->slot = slot;
+      b->input = in;
+      b->output = out;
+      f.fn().state.push_back(std::move(b));
+    }
+    f.output("o", o);
+  }
+  return pb;
+}
+} // namespace
+
+TEST(Interpreter, KvCachePersistsAcrossSteps) {
+  auto runner = makeRunner(kvPlan());
+  ASSERT_TRUE(runner);
+  // Step 1 at pos 0: a single token attends to itself -> v0 for both heads.
+  auto s1 = runner->run(
+      "prefill", {{{"q", f32({1, 1, 2, 2}, {1, 0, 0, 1})},
+                   {"k", f32({1, 1, 1, 2}, {1, 0})},
+                   {"v", f32({1, 1, 1, 2}, {1, 2})},
+                   {"pos", HostTensor::fromInts(DType::I64, {1}, {0})}}});
+  ASSERT_TRUE(s1) << s1.status().message();
+  EXPECT_EQ((*s1)[0].at("o").toFloats(), (std::vector<float>{1, 2, 1, 2}));
+  // Step 2 at pos 1 sees the cached token 0 (hand-computed in KernelTest).
+  auto s2 = runner->run(
+      "decode", {{{"q", f32({1, 1, 2, 2}, {1, 1, 2, 0})},
+                  {"k", f32({1, 1, 1, 2}, {0, 1})},
+                  {"v", f32({1, 1, 1, 2}, {3, 4})},
+                  {"pos", HostTensor::fromInts(DType::I64, {1}, {1})}}});
+  ASSERT_TRUE(s2) << s2.status().message();
+  std::vector<float> o = (*s2)[0].at("o").toFloats();
+  std::vector<float> want{2, 3, 1.391141f, 2.391141f};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(o[i], want[i], 1e-5f);
+  EXPECT_EQ(runner->rank(0).stateSlot(0).toFloats(),
+            (std::vector<float>{1, 0, 0, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(runner->rank(0).stateSlot(1).toFloats(),
+            (std::vector<float>{1, 2, 3, 4, 0, 0, 0, 0}));
+  runner->rank(0).resetState();
+  EXPECT_EQ(runner->rank(0).stateSlot(0).toFloats(),
+            std::vector<float>(8, 0.0f));
+}
+
+TEST(Interpreter, Bf16StorageRoundsOnStore) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int a = f.input("a", {2}, DType::BF16), b = f.input("b", {2}, DType::BF16);
+  int y = f.tensor({2}, DType::BF16);
+  f.op(OpCode::Add, {a, b}, {y});
+  f.output("y", y);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto out = runner->run(
+      "main", {{{"a", HostTensor::fromFloats(DType::BF16, {2}, {1, 256})},
+                {"b", HostTensor::fromFloats(DType::BF16, {2}, {0.5, 1})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  const HostTensor &r = (*out)[0].at("y");
+  EXPECT_EQ(r.dtype, DType::BF16);
+  // 256 + 1 = 257 is a tie between bf16 neighbours 256 and 258 -> 256.
+  EXPECT_EQ(r.toFloats(), (std::vector<float>{1.5f, 256.0f}));
+}
+
+TEST(Interpreter, SliceConcatReshapeSoftmax) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {2, 3});
+  int s = f.tensor({2, 2}), c = f.tensor({4, 2}), r = f.tensor({8});
+  int sm = f.tensor({2, 2});
+  plan::OpT &sl = f.op(OpCode::Slice, {x}, {s});
+  sl.offsets = {0, 1};
+  sl.sizes = {2, 2};
+  f.op(OpCode::Concat, {s, s}, {c}).dim = 0;
+  f.op(OpCode::Reshape, {c}, {r});
+  f.op(OpCode::Softmax, {s}, {sm}).dim = 1;
+  f.output("r", r);
+  f.output("sm", sm);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto out = runner->run("main", {{{"x", f32({2, 3}, {1, 2, 3, 4, 5, 7})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ((*out)[0].at("r").toFloats(),
+            (std::vector<float>{2, 3, 5, 7, 2, 3, 5, 7}));
+  // softmax([2, 3]) = (0.268941, 0.731059); softmax([5, 7]) = (0.119203,
+  // 0.880797).
+  std::vector<float> sms = (*out)[0].at("sm").toFloats();
+  std::vector<float> want{0.268941f, 0.731059f, 0.119203f, 0.880797f};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(sms[i], want[i], 1e-6f);
+}
+
+TEST(Interpreter, RuntimeShapeErrorNamesTheOp) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int a = f.input("a", {2, 3}), b = f.input("b", {2, 2});
+  int y = f.tensor({2, 2});
+  f.op(OpCode::Matmul, {a, b}, {y}).loc = "model.mlir:12:3";
+  f.output("y", y);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto out = runner->run("main", {{{"a", f32({2, 3}, std::vector<float>(6))},
+                                   {"b", f32({2, 2}, std::vector<float>(4))}}});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find(
+                "rank 0: function 'main': op 0 (matmul) at model.mlir:12:3: "
+                "matmul: contraction sizes differ"),
+            std::string::npos)
+      << out.status().message();
+}
+
+TEST(Interpreter, RejectsBadInputs) {
+  PlanBuilder pb = mlpPlan(1);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto missing = runner->run("prefill", {{}});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("missing input 'x'"),
+            std::string::npos);
+  auto shape = runner->run("prefill", {{{"x", f32({2, 8}, {})}}});
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.status().message().find("input 'x' must be [1, 2, 8] x f32"),
+            std::string::npos)
+      << shape.status().message();
+  auto extra = runner->run("prefill",
+                           {{{"x", f32({1, 2, 8}, {})}, {"z", f32({1}, {0})}}});
+  ASSERT_FALSE(extra);
+  EXPECT_NE(extra.status().message().find("has no input 'z'"),
+            std::string::npos);
+  EXPECT_FALSE(runner->run("nope", {{}}));
+}
+
+TEST(Interpreter, SetParameterOverridesGeneratedWeights) {
+  PlanBuilder pb(1);
+  int w = pb.param("w", {2, 2}, {2, 2});
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {1, 2});
+  int y = f.tensor({1, 2});
+  f.op(OpCode::Matmul, {x, f.param(w, pb.plan())}, {y});
+  f.output("y", y);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  ASSERT_TRUE(runner->rank(0).setParameter("w", f32({2, 2}, {1, 2, 3, 4})));
+  EXPECT_FALSE(runner->rank(0).setParameter("w", f32({4}, {1, 2, 3, 4})));
+  EXPECT_FALSE(runner->rank(0).setParameter("v", f32({2, 2}, {1, 2, 3, 4})));
+  auto out = runner->run("main", {{{"x", f32({1, 2}, {1, 1})}}});
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{4, 6}));
+}
+
+TEST(Interpreter, HugeArenaIsAnErrorNotACrash) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {1});
+  int y = f.tensor({1});
+  f.op(OpCode::Silu, {x}, {y});
+  f.output("y", y);
+  f.fn().arena_size = int64_t(1) << 62; // valid in the schema, not in memory
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto out = runner->run("main", {{{"x", f32({1}, {1})}}});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("out of memory"), std::string::npos)
+      << out.status().message();
+}
+
+namespace {
+// A LLaMA attention block on `tp` ranks with a KV cache: hidden 8, 4 query
+// heads, 2 KV heads, head_dim 2. q/k/v are column-parallel (KV heads
+// replicated when tp > 2 via shards = 2), o_proj row-parallel + all_reduce.
+PlanBuilder attentionBlockPlan(int tp) {
+  const int hidden = 8, heads = 4, kvHeads = 2, d = 2, maxSeq = 4;
+  int kvShards = std::min(tp, kvHeads);
+  int hqL = heads / tp, kvL = kvHeads / kvShards;
+  PlanBuilder pb(tp);
+  pb.group("tp", tp);
+  int wq = pb.param("layers.0.self_attn.q_proj.weight", {heads * d, hidden},
+                    {hqL * d, hidden}, DType::F32, 0, 0);
+  int wk = pb.param("layers.0.self_attn.k_proj.weight", {kvHeads * d, hidden},
+                    {kvL * d, hidden}, DType::F32, 0, 0, kvShards);
+  int wv = pb.param("layers.0.self_attn.v_proj.weight", {kvHeads * d, hidden},
+                    {kvL * d, hidden}, DType::F32, 0, 0, kvShards);
+  int wo = pb.param("layers.0.self_attn.o_proj.weight", {hidden, heads * d},
+                    {hidden, hqL * d}, DType::F32, 1, 0);
+  int ks = pb.stateSlot("layers.0.k_cache", {1, maxSeq, kvL, d});
+  int vs = pb.stateSlot("layers.0.v_cache", {1, maxSeq, kvL, d});
+  for (auto [name, s] : {std::pair{"prefill", 2}, std::pair{"decode", 1}}) {
+    FnBuilder f = pb.function(name);
+    const plan::PlanT &p = pb.plan();
+    int x = f.input("x", {1, s, hidden});
+    int pos = f.input("pos", {1}, DType::I64);
+    int positions = f.input("positions", {1, s}, DType::I32);
+    int q = f.tensor({1, s, hqL * d}), k = f.tensor({1, s, kvL * d});
+    int v = f.tensor({1, s, kvL * d});
+    f.op(OpCode::Matmul, {x, f.param(wq, p)}, {q}).transpose_b = true;
+    f.op(OpCode::Matmul, {x, f.param(wk, p)}, {k}).transpose_b = true;
+    f.op(OpCode::Matmul, {x, f.param(wv, p)}, {v}).transpose_b = true;
+    int q4 = f.tensor({1, s, hqL, d}), k4 = f.tensor({1, s, kvL, d});
+    int v4 = f.tensor({1, s, kvL, d});
+    f.op(OpCode::Reshape, {q}, {q4});
+    f.op(OpCode::Reshape, {k}, {k4});
+    f.op(OpCode::Reshape, {v}, {v4});
+    int qr = f.tensor({1, s, hqL, d}), kr = f.tensor({1, s, kvL, d});
+    f.op(OpCode::Rope, {q4, positions}, {qr}).theta = 10000.0;
+    f.op(OpCode::Rope, {k4, positions}, {kr}).theta = 10000.0;
+    int kc = f.state(ks, p), vc = f.state(vs, p);
+    int o = f.tensor({1, s, hqL, d});
+    int kc2 = f.state(ks, p), vc2 = f.state(vs, p);
+    plan::OpT &att =
+        f.op(OpCode::Attention, {qr, kr, v4, kc, vc, pos}, {o, kc2, vc2});
+    att.causal = true;
+    att.num_heads = hqL;
+    att.num_kv_heads = kvL;
+    att.head_dim = d;
+    for (auto [slot, in, out] : {std::tuple{ks, kc, kc2}, {vs, vc, vc2}}) {
+      auto b = std::make_unique<plan::StateBindingT>();
+      b->slot = slot;
+      b->input = in;
+      b->output = out;
+      f.fn().state.push_back(std::move(b));
+    }
+    int o2 = f.tensor({1, s, hqL * d}), pr = f.tensor({1, s, hidden});
+    int y = f.tensor({1, s, hidden});
+    f.op(OpCode::Reshape, {o}, {o2});
+    f.op(OpCode::Matmul, {o2, f.param(wo, p)}, {pr}).transpose_b = true;
+    f.op(OpCode::AllReduce, {pr}, {y}).group = 0;
+    f.output("y", y);
+  }
+  return pb;
+}
+} // namespace
+
+TEST(Interpreter, TensorParallelAttentionWithKvCacheMatchesSingleRank) {
+  std::vector<float> x1, x2;
+  for (int i = 0; i < 16; ++i)
+    x1.push_back(std::cos(0.3f * float(i)) * 20.0f);
+  for (int i = 0; i < 8; ++i)
+    x2.push_back(std::sin(0.9f * float(i)) * 20.0f);
+  TensorMap prefill{
+      {"x", f32({1, 2, 8}, x1)},
+      {"pos", HostTensor::fromInts(DType::I64, {1}, {0})},
+      {"positions", HostTensor::fromInts(DType::I32, {1, 2}, {0, 1})}};
+  TensorMap decode{
+      {"x", f32({1, 1, 8}, x2)},
+      {"pos", HostTensor::fromInts(DType::I64, {1}, {2})},
+      {"positions", HostTensor::fromInts(DType::I32, {1, 1}, {2})}};
+  std::vector<float> ref1, ref2;
+  for (int tp : {1, 2, 4}) {
+    auto runner = makeRunner(attentionBlockPlan(tp), 3);
+    ASSERT_TRUE(runner);
+    auto o1 = runner->run("prefill", {prefill});
+    ASSERT_TRUE(o1) << o1.status().message();
+    auto o2 = runner->run("decode", {decode});
+    ASSERT_TRUE(o2) << o2.status().message();
+    std::vector<float> y1 = (*o1)[0].at("y").toFloats();
+    std::vector<float> y2 = (*o2)[0].at("y").toFloats();
+    if (tp == 1) {
+      ref1 = y1;
+      ref2 = y2;
+      float mx = 0;
+      for (float v : y2)
+        mx = std::max(mx, std::fabs(v));
+      EXPECT_GT(mx, 1e-4f);
+      continue;
+    }
+    for (size_t i = 0; i < ref1.size(); ++i)
+      EXPECT_NEAR(y1[i], ref1[i], 1e-6f) << "tp " << tp << " prefill " << i;
+    for (size_t i = 0; i < ref2.size(); ++i)
+      EXPECT_NEAR(y2[i], ref2[i], 1e-6f) << "tp " << tp << " decode " << i;
+  }
+}

@@ -1,0 +1,273 @@
+//===- KernelTest.cpp - Hand-computed cases for every CPU kernel ----------===//
+//
+// Expected numbers are worked out by hand or with a few lines of Python's
+// math module, never with the kernels themselves.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace braid::rt;
+using namespace braid::rt::cpu;
+
+namespace {
+void expectNear(const std::vector<float> &got, const std::vector<float> &want,
+                float tol = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+} // namespace
+
+TEST(MatmulKernel, PlainAndTransposed) {
+  FTensor a{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  FTensor b{{3, 2}, {7, 8, 9, 10, 11, 12}};
+  auto c = matmul(a, b, false, false);
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->shape, (Shape{2, 2}));
+  expectNear(c->data, {58, 64, 139, 154});
+
+  FTensor bt{{2, 3}, {7, 9, 11, 8, 10, 12}}; // b^T, HF Linear layout
+  auto c2 = matmul(a, bt, false, true);
+  ASSERT_TRUE(c2);
+  expectNear(c2->data, {58, 64, 139, 154});
+
+  FTensor at{{3, 2}, {1, 4, 2, 5, 3, 6}};
+  auto c3 = matmul(at, bt, true, true);
+  ASSERT_TRUE(c3);
+  expectNear(c3->data, {58, 64, 139, 154});
+}
+
+TEST(MatmulKernel, BatchedAWithMatrixAndBatchedB) {
+  FTensor a{{2, 1, 2}, {1, 2, 3, 4}};
+  FTensor b{{2, 2}, {1, 0, 1, 1}};
+  auto c = matmul(a, b, false, false);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->shape, (Shape{2, 1, 2}));
+  expectNear(c->data, {3, 2, 7, 4});
+
+  FTensor bb{{2, 2, 2}, {1, 0, 0, 1, 2, 0, 0, 3}}; // I and diag(2, 3)
+  auto c2 = matmul(a, bb, false, false);
+  ASSERT_TRUE(c2);
+  expectNear(c2->data, {1, 2, 6, 12});
+}
+
+TEST(MatmulKernel, RejectsContractionMismatch) {
+  auto c = matmul(FTensor{{2, 3}, std::vector<float>(6)},
+                  FTensor{{2, 2}, std::vector<float>(4)}, false, false);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.status().message().find("contraction sizes differ"),
+            std::string::npos)
+      << c.status().message();
+}
+
+TEST(ElementwiseKernel, AddMulTrailingBroadcast) {
+  FTensor x{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  auto y = binary(BinaryKind::Add, x, FTensor{{3}, {10, 20, 30}});
+  ASSERT_TRUE(y);
+  expectNear(y->data, {11, 22, 33, 14, 25, 36});
+  auto z = binary(BinaryKind::Mul, x, FTensor{{2, 1}, {100, 200}});
+  ASSERT_TRUE(z);
+  expectNear(z->data, {100, 200, 300, 800, 1000, 1200});
+  EXPECT_FALSE(binary(BinaryKind::Add, x, FTensor{{2}, {1, 2}}));
+}
+
+TEST(ElementwiseKernel, SiluAndGelu) {
+  FTensor x{{3}, {1.0f, -2.0f, 0.5f}};
+  expectNear(silu(x).data, {0.7310586f, -0.2384058f, 0.3112297f});
+  FTensor g{{3}, {1.0f, -1.0f, 0.5f}};
+  expectNear(gelu(g, GeluKind::Erf).data,
+             {0.8413447f, -0.1586553f, 0.3457312f});
+  expectNear(gelu(g, GeluKind::Tanh).data,
+             {0.8411920f, -0.1588080f, 0.3457140f});
+}
+
+TEST(NormKernel, RmsNorm) {
+  // mean(x^2) = 7.5, + eps 0.5 = 8: y = x / sqrt(8) * w.
+  auto y =
+      rmsNorm(FTensor{{1, 4}, {1, 2, 3, 4}}, FTensor{{4}, {1, 1, 2, 2}}, 0.5);
+  ASSERT_TRUE(y);
+  expectNear(y->data, {0.3535534f, 0.7071068f, 2.1213203f, 2.8284271f});
+  EXPECT_FALSE(
+      rmsNorm(FTensor{{1, 4}, {1, 2, 3, 4}}, FTensor{{3}, {1, 1, 1}}, 0.5));
+}
+
+TEST(NormKernel, LayerNorm) {
+  // mean 2.5, biased var 1.25, + eps 0.75 = 2.
+  auto y = layerNorm(FTensor{{1, 4}, {1, 2, 3, 4}}, FTensor{{4}, {1, 2, 1, 2}},
+                     FTensor{{4}, {0, 0, 1, 1}}, 0.75);
+  ASSERT_TRUE(y);
+  expectNear(y->data, {-1.0606602f, -0.7071068f, 1.3535534f, 3.1213203f});
+}
+
+TEST(RopeKernel, RotateHalfPairs) {
+  // D = 4, theta = 100: frequencies 1 and 0.1. Token 0 at position 0 is
+  // unchanged; token 1 at position 2 rotates (x0, x2) by 2 rad and (x1, x3)
+  // by 0.2 rad.
+  FTensor x{{1, 2, 1, 4}, {5, 6, 7, 8, 1, 2, 3, 4}};
+  auto y = rope(x, ITensor{{1, 2}, {0, 2}}, 100.0);
+  ASSERT_TRUE(y);
+  expectNear(y->data,
+             {5, 6, 7, 8, -3.144039f, 1.165456f, -0.339143f, 4.317605f});
+  EXPECT_FALSE(rope(x, ITensor{{2}, {0, 2}}, 100.0));
+}
+
+namespace {
+// B=1, S=2, Hq=2, Hkv=1, D=2 (both query heads share the KV head).
+FTensor q2() { return {{1, 2, 2, 2}, {1, 0, 0, 1, 1, 1, 2, 0}}; }
+FTensor k2() { return {{1, 2, 1, 2}, {1, 0, 0, 1}}; }
+FTensor v2() { return {{1, 2, 1, 2}, {1, 2, 3, 4}}; }
+AttentionParams gqa(bool causal) {
+  AttentionParams p;
+  p.causal = causal;
+  p.numHeads = 2;
+  p.numKvHeads = 1;
+  p.headDim = 2;
+  return p;
+}
+} // namespace
+
+TEST(AttentionKernel, GqaCausal) {
+  // Token 0 sees only itself -> v0; token 1 head 0 has equal scores -> mean
+  // of v; head 1 scores (sqrt 2, 0) -> weights (0.8044, 0.1956).
+  auto o = attention(q2(), k2(), v2(), gqa(true));
+  ASSERT_TRUE(o) << o.status().message();
+  expectNear(o->data, {1, 2, 1, 2, 2, 3, 1.391141f, 2.391141f});
+}
+
+TEST(AttentionKernel, GqaNotCausal) {
+  auto o = attention(q2(), k2(), v2(), gqa(false));
+  ASSERT_TRUE(o);
+  expectNear(o->data, {1.660477f, 2.660477f, 2.339523f, 3.339523f, 2, 3,
+                       1.391141f, 2.391141f});
+}
+
+TEST(AttentionKernel, GqaHeadMapsToKvHeadDividedByGroup) {
+  // Hq = 4, Hkv = 2, one key: each head's output is its KV head's value, and
+  // heads 0,1 use KV head 0, heads 2,3 use KV head 1 (h / 2, not h % 2).
+  AttentionParams p;
+  p.numHeads = 4;
+  p.numKvHeads = 2;
+  p.headDim = 1;
+  auto o = attention(FTensor{{1, 1, 4, 1}, {1, 2, 3, 4}},
+                     FTensor{{1, 1, 2, 1}, {1, 1}},
+                     FTensor{{1, 1, 2, 1}, {10, 20}}, p);
+  ASSERT_TRUE(o);
+  expectNear(o->data, {10, 10, 20, 20});
+}
+
+TEST(AttentionKernel, ExplicitScale) {
+  // Scale 0 on the scores makes every weight equal: mean of the values.
+  AttentionParams p = gqa(false);
+  p.scale = 1e-30;
+  auto o = attention(q2(), k2(), v2(), p);
+  ASSERT_TRUE(o);
+  expectNear(o->data, {2, 3, 2, 3, 2, 3, 2, 3});
+}
+
+TEST(AttentionKernel, RejectsHeadMismatch) {
+  AttentionParams p = gqa(true);
+  p.numHeads = 3;
+  auto o = attention(q2(), k2(), v2(), p);
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.status().message().find("disagree"), std::string::npos);
+}
+
+TEST(AttentionKernel, KvCacheWritesAndAttendsPrefix) {
+  // B=2, S=1, max_seq 4. Batch 0 decodes token 1 at pos 1 with token 0
+  // already cached (rows 2, 3 hold junk that must be ignored); batch 1
+  // starts at pos 0 and sees only its new token.
+  FTensor q{{2, 1, 2, 2}, {1, 1, 2, 0, 1, 1, 2, 0}};
+  FTensor k{{2, 1, 1, 2}, {0, 1, 0, 1}};
+  FTensor v{{2, 1, 1, 2}, {3, 4, 5, 6}};
+  FTensor kc{{2, 4, 1, 2},
+             {1, 0, 9, 9, 100, 100, 100, 100, //
+              9, 9, 9, 9, 9, 9, 9, 9}};
+  FTensor vc{{2, 4, 1, 2},
+             {1, 2, 9, 9, 100, 100, 100, 100, //
+              9, 9, 9, 9, 9, 9, 9, 9}};
+  auto o = attentionWithCache(q, k, v, kc, vc, ITensor{{2}, {1, 0}}, gqa(true));
+  ASSERT_TRUE(o) << o.status().message();
+  expectNear(o->data, {2, 3, 1.391141f, 2.391141f, 5, 6, 5, 6});
+  expectNear(kc.data, {1, 0, 0, 1, 100, 100, 100, 100, //
+                       0, 1, 9, 9, 9, 9, 9, 9});
+  expectNear(vc.data, {1, 2, 3, 4, 100, 100, 100, 100, //
+                       5, 6, 9, 9, 9, 9, 9, 9});
+}
+
+TEST(AttentionKernel, KvCacheRejectsWriteBeyondMaxSeq) {
+  FTensor q{{1, 1, 2, 2}, {1, 1, 2, 0}};
+  FTensor k{{1, 1, 1, 2}, {0, 1}}, v{{1, 1, 1, 2}, {3, 4}};
+  FTensor kc{{1, 2, 1, 2}, std::vector<float>(4)}, vc = kc;
+  auto o = attentionWithCache(q, k, v, kc, vc, ITensor{{1}, {2}}, gqa(true));
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.status().message().find("outside max_seq 2"), std::string::npos)
+      << o.status().message();
+}
+
+TEST(SoftmaxKernel, LastAndFirstDim) {
+  auto y = softmax(FTensor{{1, 3}, {1, 2, 3}}, 1);
+  ASSERT_TRUE(y);
+  expectNear(y->data, {0.090031f, 0.244728f, 0.665241f});
+  // Along dim 0 of [[1, 5], [1, 5]]: each column is uniform.
+  auto z = softmax(FTensor{{2, 2}, {1, 5, 1, 5}}, 0);
+  ASSERT_TRUE(z);
+  expectNear(z->data, {0.5f, 0.5f, 0.5f, 0.5f});
+  EXPECT_FALSE(softmax(FTensor{{2, 2}, {1, 5, 1, 5}}, 2));
+}
+
+TEST(EmbeddingKernel, LookupAndVocabShard) {
+  FTensor table{{3, 2}, {1, 2, 3, 4, 5, 6}};
+  auto y = embedding(ITensor{{2}, {2, 0}}, table, 0);
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->shape, (Shape{2, 2}));
+  expectNear(y->data, {5, 6, 1, 2});
+  // This table is rank 1's shard [3, 6): ids 3 and 5 hit, id 1 is zero.
+  auto s = embedding(ITensor{{1, 3}, {3, 5, 1}}, table, 3);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->shape, (Shape{1, 3, 2}));
+  expectNear(s->data, {1, 2, 5, 6, 0, 0});
+}
+
+TEST(LayoutKernel, SliceConcatSplit) {
+  ByteTensor x{{2, 3}, 4, {}};
+  std::vector<float> v{1, 2, 3, 4, 5, 6};
+  x.data.assign(reinterpret_cast<uint8_t *>(v.data()),
+                reinterpret_cast<uint8_t *>(v.data() + 6));
+  auto asFloats = [](const ByteTensor &t) {
+    std::vector<float> f(t.data.size() / 4);
+    std::memcpy(f.data(), t.data.data(), t.data.size());
+    return f;
+  };
+  auto s = slice(x, {0, 1}, {2, 2});
+  ASSERT_TRUE(s);
+  expectNear(asFloats(*s), {2, 3, 5, 6});
+  EXPECT_FALSE(slice(x, {1, 0}, {2, 1}));
+  auto c = concat({&x, &*s}, 1);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->shape, (Shape{2, 5}));
+  expectNear(asFloats(*c), {1, 2, 3, 2, 3, 4, 5, 6, 5, 6});
+  auto parts = split(x, 0, 2);
+  ASSERT_TRUE(parts);
+  expectNear(asFloats((*parts)[1]), {4, 5, 6});
+  EXPECT_FALSE(split(x, 1, 2));
+}
+
+TEST(DTypeConversion, Bf16AndF16Rounding) {
+  EXPECT_EQ(floatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(floatToBf16(1.0f + 1.0f / 256), 0x3F80); // tie -> even
+  EXPECT_EQ(floatToBf16(1.0f + 3.0f / 256), 0x3F82); // tie -> even (up)
+  EXPECT_EQ(floatToBf16(-2.0f), 0xC000);
+  EXPECT_FLOAT_EQ(bf16ToFloat(0x3FC0), 1.5f);
+  EXPECT_EQ(floatToF16(1.0f), 0x3C00);
+  EXPECT_EQ(floatToF16(-2.0f), 0xC000);
+  EXPECT_EQ(floatToF16(65504.0f), 0x7BFF);
+  EXPECT_EQ(floatToF16(1e6f), 0x7C00);
+  EXPECT_EQ(floatToF16(1e-7f), 0x0002); // subnormal: 1e-7 * 2^24 = 1.68
+  EXPECT_EQ(floatToF16(1.0f + 1.0f / 2048), 0x3C00); // tie -> even
+  EXPECT_FLOAT_EQ(f16ToFloat(0x3555), 0.333251953125f);
+  EXPECT_FLOAT_EQ(f16ToFloat(0x0001), 5.9604645e-8f);
+}

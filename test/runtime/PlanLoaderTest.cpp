@@ -1,0 +1,370 @@
+//===- PlanLoaderTest.cpp - Loader accepts good plans, names bad ones -----===//
+#include "runtime/PlanLoader.h"
+#include "test/runtime/PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+using namespace braid::rt;
+using namespace braid::rt::test;
+namespace plan = braid::plan;
+
+namespace {
+// A valid two-op plan: y = rms_norm(x, w) @ W^T, on a 2-rank group, with a
+// cross-stream event between the two ops.
+PlanBuilder goodPlan() {
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  int w = pb.param("model.norm.weight", {4}, {4});
+  int wq = pb.param("q_proj.weight", {8, 4}, {4, 4}, DType::BF16, 0, 0);
+  FnBuilder f = pb.function("prefill");
+  f.fn().num_streams = 2;
+  f.fn().num_events = 1;
+  int x = f.input("x", {2, 4});
+  int tw = f.param(w, pb.plan()), tq = f.param(wq, pb.plan());
+  int n = f.tensor({2, 4}), y = f.tensor({2, 4});
+  plan::OpT &norm = f.op(OpCode::RmsNorm, {x, tw}, {n});
+  norm.record_events = {0};
+  plan::OpT &mm = f.op(OpCode::Matmul, {n, tq}, {y});
+  mm.transpose_b = true;
+  mm.stream = 1;
+  mm.wait_events = {0};
+  f.output("y", y);
+  return pb;
+}
+
+std::string loadError(const std::vector<uint8_t> &bytes) {
+  auto plan = loadPlan(bytes);
+  EXPECT_FALSE(plan) << "plan unexpectedly loaded";
+  return plan ? std::string() : plan.status().message();
+}
+
+std::string loadError(PlanBuilder &pb) { return loadError(pb.finish()); }
+
+#define EXPECT_CONTAINS(haystack, needle)                                      \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+} // namespace
+
+TEST(PlanLoader, AcceptsGoodPlan) {
+  PlanBuilder pb = goodPlan();
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_EQ(plan->root().version(), kPlanFormatVersion);
+  EXPECT_EQ(plan->functionIndex("prefill"), 0);
+  EXPECT_EQ(plan->function("decode"), nullptr);
+}
+
+TEST(PlanLoader, LoadsFromFileAndNamesMissingFile) {
+  PlanBuilder pb = goodPlan();
+  std::vector<uint8_t> bytes = pb.finish();
+  std::string path = ::testing::TempDir() + "/braid_loader_test.bplan";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              std::streamsize(bytes.size()));
+  }
+  EXPECT_TRUE(loadPlanFile(path));
+  std::remove(path.c_str());
+  auto missing = loadPlanFile(path);
+  ASSERT_FALSE(missing);
+  EXPECT_CONTAINS(missing.status().message(), "cannot open plan");
+}
+
+TEST(PlanLoader, RejectsTruncatedPlan) {
+  PlanBuilder pb = goodPlan();
+  std::vector<uint8_t> bytes = pb.finish();
+  EXPECT_CONTAINS(
+      loadError(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 5)),
+      "truncated");
+  // Every shorter prefix that still has the header must fail verification.
+  for (size_t n = 8; n < bytes.size(); n += 7) {
+    auto plan =
+        loadPlan(std::vector<uint8_t>(bytes.begin(), bytes.begin() + long(n)));
+    EXPECT_FALSE(plan) << "prefix of " << n << " bytes loaded";
+  }
+  EXPECT_CONTAINS(loadError(std::vector<uint8_t>(
+                      bytes.begin(), bytes.begin() + long(bytes.size() / 2))),
+                  "FlatBuffers verification");
+}
+
+TEST(PlanLoader, SurvivesEveryCorruptedByte) {
+  // Flipping any single byte must give a plan or an error, never a crash;
+  // flipping the root offset is always caught.
+  PlanBuilder pb = goodPlan();
+  std::vector<uint8_t> bytes = pb.finish();
+  int rejected = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<uint8_t> bad = bytes;
+    bad[i] ^= 0xA5;
+    rejected += loadPlan(bad) ? 0 : 1;
+  }
+  EXPECT_GT(rejected, 0);
+  std::vector<uint8_t> bad = bytes;
+  bad[1] = 0x7f; // root offset far past the end
+  EXPECT_CONTAINS(loadError(bad), "verification");
+}
+
+TEST(PlanLoader, RejectsWrongIdentifier) {
+  PlanBuilder pb = goodPlan();
+  std::vector<uint8_t> bytes = pb.finish();
+  std::memcpy(bytes.data() + 4, "XXXX", 4);
+  std::string e = loadError(bytes);
+  EXPECT_CONTAINS(e, "not a Braid plan");
+  EXPECT_CONTAINS(e, "'XXXX'");
+
+  // A buffer finished without any identifier (plain builder API).
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(plan::CreatePlan(fbb));
+  EXPECT_CONTAINS(
+      loadError(std::vector<uint8_t>(fbb.GetBufferPointer(),
+                                     fbb.GetBufferPointer() + fbb.GetSize())),
+      "not a Braid plan");
+}
+
+TEST(PlanLoader, RejectsWrongVersion) {
+  // Built with the raw builder API, as an older or newer compiler would.
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(plan::CreatePlan(fbb, kPlanFormatVersion + 1),
+             plan::PlanIdentifier());
+  std::string e = loadError(std::vector<uint8_t>(
+      fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
+  EXPECT_CONTAINS(e, "version 2 does not match the runtime's version 1");
+}
+
+TEST(PlanLoader, RejectsBufferOutsideArena) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->tensors[4]->buffer_offset =
+      pb.plan().functions[0]->arena_size - 8;
+  EXPECT_CONTAINS(loadError(pb), "tensor 4 buffer");
+  EXPECT_CONTAINS(loadError(pb), "outside the arena");
+}
+
+TEST(PlanLoader, RejectsBufferSmallerThanShape) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->tensors[3]->buffer_size = 16;
+  EXPECT_CONTAINS(loadError(pb), "tensor 3 of shape [2, 4] x f32 needs 32 "
+                                 "bytes but its buffer has 16");
+}
+
+TEST(PlanLoader, RejectsOperandUsedBeforeDefinition) {
+  PlanBuilder pb = goodPlan();
+  auto &ops = pb.plan().functions[0]->ops;
+  std::swap(ops[0], ops[1]); // matmul now reads the norm before it runs
+  ops[0]->wait_events.clear();
+  std::string e = loadError(pb);
+  EXPECT_CONTAINS(e, "op 0 (matmul)");
+  EXPECT_CONTAINS(e, "operand tensor 3 is used before it is defined");
+}
+
+TEST(PlanLoader, RejectsNeverDefinedOperand) {
+  PlanBuilder pb = goodPlan();
+  FnBuilder f(*pb.plan().functions[0]);
+  int orphan = f.tensor({2, 4});
+  pb.plan().functions[0]->ops[1]->operands[0] = orphan;
+  EXPECT_CONTAINS(loadError(pb), "is never defined");
+}
+
+TEST(PlanLoader, RejectsEventWaitedBeforeRecorded) {
+  PlanBuilder pb = goodPlan();
+  auto &ops = pb.plan().functions[0]->ops;
+  ops[0]->record_events.clear();
+  ops[1]->record_events = {0}; // recorded only after its own wait
+  std::string e = loadError(pb);
+  EXPECT_CONTAINS(e, "op 1 (matmul)");
+  EXPECT_CONTAINS(e, "waits on event 0 before any op records it");
+}
+
+TEST(PlanLoader, RejectsEventAndStreamOutOfRange) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->ops[0]->record_events = {3};
+  EXPECT_CONTAINS(loadError(pb), "records event 3 of 1");
+  PlanBuilder pb2 = goodPlan();
+  pb2.plan().functions[0]->ops[1]->stream = 2;
+  EXPECT_CONTAINS(loadError(pb2), "stream 2 is not below 2");
+}
+
+TEST(PlanLoader, RejectsBadGroupIndex) {
+  PlanBuilder pb = goodPlan();
+  FnBuilder f(*pb.plan().functions[0]);
+  int r = f.tensor({2, 4});
+  f.op(OpCode::AllReduce, {3}, {r}).group = 5;
+  EXPECT_CONTAINS(loadError(pb), "group 5 is not a device group (have 1)");
+
+  PlanBuilder pb2 = goodPlan();
+  pb2.plan().parameters[1]->shard->group = 1;
+  EXPECT_CONTAINS(loadError(pb2), "shard group 1 is not a device group");
+}
+
+TEST(PlanLoader, RejectsGroupThatDoesNotTileWorld) {
+  PlanBuilder pb = goodPlan();
+  pb.group("odd", 3);
+  EXPECT_CONTAINS(loadError(pb), "device group 'odd': size 3 x stride 1 "
+                                 "does not tile world_size 2");
+}
+
+TEST(PlanLoader, RejectsParameterShapeMismatch) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().parameters[1]->local_shape = {8, 4};
+  // The shard rule says [4, 4].
+  EXPECT_CONTAINS(loadError(pb), "parameter 'q_proj.weight': local shape "
+                                 "[8, 4] should be [4, 4]");
+}
+
+TEST(PlanLoader, RejectsTensorShapeDisagreeingWithParameter) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->tensors[2]->shape = {4, 8};
+  EXPECT_CONTAINS(loadError(pb), "parameter tensor 2 is [4, 8]");
+}
+
+TEST(PlanLoader, RejectsWrongArity) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->ops[1]->operands.push_back(1);
+  EXPECT_CONTAINS(loadError(pb), "op 1 (matmul): has 3 operands and 1 results");
+}
+
+TEST(PlanLoader, RejectsAsyncMisuse) {
+  auto build = [](bool wait, bool useEarly) {
+    PlanBuilder pb(2);
+    pb.group("tp", 2);
+    FnBuilder f = pb.function("main");
+    f.fn().num_handles = 1;
+    int x = f.input("x", {2});
+    int r = f.tensor({2}), y = f.tensor({2});
+    plan::OpT &s = f.op(OpCode::AllReduceStart, {x}, {r});
+    s.group = 0;
+    s.handle = 0;
+    if (useEarly) // reads the payload before the wait
+      f.op(OpCode::Silu, {r}, {y});
+    if (wait)
+      f.op(OpCode::Wait, {}, {}).handle = 0;
+    if (!useEarly)
+      f.op(OpCode::Silu, {r}, {y});
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder ok = build(true, false);
+  EXPECT_TRUE(loadPlan(ok.finish()));
+  PlanBuilder early = build(true, true);
+  EXPECT_CONTAINS(loadError(early), "operand tensor 1 is used before it is "
+                                    "defined");
+  PlanBuilder noWait = build(false, false);
+  EXPECT_CONTAINS(loadError(noWait), "used before it is defined");
+  PlanBuilder twice = build(true, false);
+  FnBuilder(*twice.plan().functions[0]).op(OpCode::Wait, {}, {}).handle = 0;
+  EXPECT_CONTAINS(loadError(twice), "handle 0 is waited twice");
+}
+
+TEST(PlanLoader, RejectsStartedButNeverWaitedHandle) {
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  FnBuilder f = pb.function("main");
+  f.fn().num_handles = 1;
+  int x = f.input("x", {2});
+  plan::OpT &s = f.op(OpCode::SendStart, {x}, {});
+  s.group = 0;
+  s.peer = 1;
+  s.handle = 0;
+  EXPECT_CONTAINS(loadError(pb), "handle 0 is started but never waited");
+}
+
+TEST(PlanLoader, RejectsTensorProducedTwice) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->ops[1]->results[0] = 3;
+  pb.plan().functions[0]->outputs[0]->tensor = 3;
+  EXPECT_CONTAINS(loadError(pb), "tensor 3 is produced by op 0 and op 1");
+}
+
+TEST(PlanLoader, RejectsWritingAParameter) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->ops[1]->results[0] = 2;
+  EXPECT_CONTAINS(loadError(pb), "op 1 writes tensor 2 which is a parameter");
+}
+
+TEST(PlanLoader, RejectsTensorIdMismatchAndBadRefs) {
+  PlanBuilder pb = goodPlan();
+  pb.plan().functions[0]->tensors[1]->id = 7;
+  EXPECT_CONTAINS(loadError(pb), "tensor at position 1 has id 7");
+  PlanBuilder pb2 = goodPlan();
+  pb2.plan().functions[0]->ops[0]->operands[0] = 42;
+  EXPECT_CONTAINS(loadError(pb2), "names tensor 42 but there are 5");
+}
+
+TEST(PlanLoader, RejectsStateBindingOfWrongShape) {
+  PlanBuilder pb(1);
+  int slot = pb.stateSlot("kv", {1, 4, 1, 2});
+  FnBuilder f = pb.function("decode");
+  int in = f.state(slot, pb.plan());
+  int out = f.tensor({1, 4, 1, 1});
+  f.op(OpCode::Reshape, {in}, {out}); // element counts differ on purpose
+  auto b = std::make_unique<plan::StateBindingT>();
+  b->slot = slot;
+  b->input = in;
+  b->output = out;
+  f.fn().state.push_back(std::move(b));
+  EXPECT_CONTAINS(loadError(pb), "state binding for slot 'kv' writes tensor 1 "
+                                 "of shape [1, 4, 1, 1], slot is [1, 4, 1, 2]");
+}
+
+TEST(PlanLoader, RejectsDuplicateFunctionAndPeerOutOfRange) {
+  PlanBuilder pb = goodPlan();
+  pb.function("prefill");
+  EXPECT_CONTAINS(loadError(pb), "function 'prefill' is defined twice");
+  PlanBuilder pb2(2);
+  pb2.group("pp", 2);
+  FnBuilder f = pb2.function("main");
+  int x = f.input("x", {1});
+  plan::OpT &s = f.op(OpCode::Send, {x}, {});
+  s.group = 0;
+  s.peer = 2;
+  EXPECT_CONTAINS(loadError(pb2), "peer 2 is not a rank of a group of 2");
+}
+
+TEST(PlanLoader, RejectsCollectiveShapeMismatch) {
+  auto build = [](OpCode code, Shape in, Shape out, int64_t dim) {
+    PlanBuilder pb(2);
+    pb.group("tp", 2);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", std::move(in));
+    int y = f.tensor(std::move(out));
+    plan::OpT &op = f.op(code, {x}, {y});
+    op.group = 0;
+    op.dim = dim;
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder ag = build(OpCode::AllGather, {2, 3}, {2, 3}, 1);
+  EXPECT_CONTAINS(loadError(ag),
+                  "op 0 (all_gather): result shape [2, 3] should be [2, 6]");
+  PlanBuilder rs = build(OpCode::ReduceScatter, {3, 4}, {1, 4}, 0);
+  EXPECT_CONTAINS(loadError(rs), "dim 0 of size 3 is not divisible by group "
+                                 "size 2");
+  PlanBuilder ar = build(OpCode::AllReduceStart, {4}, {2}, 0);
+  ar.plan().functions[0]->num_handles = 1;
+  ar.plan().functions[0]->ops[0]->handle = 0;
+  FnBuilder(*ar.plan().functions[0]).op(OpCode::Wait, {}, {}).handle = 0;
+  EXPECT_CONTAINS(loadError(ar),
+                  "op 0 (all_reduce_start): result shape [2] should be [4]");
+  PlanBuilder ok = build(OpCode::AllGather, {2, 3}, {2, 6}, 1);
+  EXPECT_TRUE(loadPlan(ok.finish()));
+}
+
+TEST(PlanLoader, RejectsReshapeAndSliceMismatch) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {2, 3});
+  int y = f.tensor({5});
+  f.op(OpCode::Reshape, {x}, {y});
+  EXPECT_CONTAINS(loadError(pb), "reshape [2, 3] -> [5] changes the element "
+                                 "count");
+  PlanBuilder pb2(1);
+  FnBuilder g = pb2.function("main");
+  int a = g.input("x", {2, 3});
+  int b = g.tensor({2, 2});
+  plan::OpT &sl = g.op(OpCode::Slice, {a}, {b});
+  sl.offsets = {0, 2};
+  sl.sizes = {2, 2};
+  EXPECT_CONTAINS(loadError(pb2), "dim 1 slice [2, +2) exceeds size 3");
+}

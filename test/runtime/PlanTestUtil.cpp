@@ -1,0 +1,113 @@
+//===- PlanTestUtil.cpp - Build small plans in tests ----------------------===//
+#include "test/runtime/PlanTestUtil.h"
+
+namespace braid::rt::test {
+
+int FnBuilder::tensor(Shape shape, DType dtype, TensorKind kind, int ref) {
+  auto t = std::make_unique<plan::TensorT>();
+  t->id = int(fn_.tensors.size());
+  t->dtype = dtype;
+  t->kind = kind;
+  t->ref = ref;
+  int64_t bytes = numElements(shape) * int64_t(dtypeSize(dtype));
+  t->shape = std::move(shape);
+  if (kind == TensorKind::Activation || kind == TensorKind::Input) {
+    t->buffer_offset = fn_.arena_size;
+    t->buffer_size = bytes;
+    fn_.arena_size += (bytes + 63) / 64 * 64; // 64-byte aligned bump
+  }
+  fn_.tensors.push_back(std::move(t));
+  return int(fn_.tensors.size()) - 1;
+}
+
+int FnBuilder::input(const std::string &name, Shape shape, DType dtype) {
+  int t = tensor(std::move(shape), dtype, TensorKind::Input,
+                 int(fn_.inputs.size()));
+  auto b = std::make_unique<plan::BindingT>();
+  b->name = name;
+  b->tensor = t;
+  fn_.inputs.push_back(std::move(b));
+  return t;
+}
+
+int FnBuilder::param(int index, const plan::PlanT &plan) {
+  const plan::ParameterT &p = *plan.parameters[size_t(index)];
+  return tensor(p.local_shape, p.dtype, TensorKind::Parameter, index);
+}
+
+int FnBuilder::state(int slot, const plan::PlanT &plan) {
+  const plan::StateSlotT &s = *plan.state[size_t(slot)];
+  return tensor(s.shape, s.dtype, TensorKind::State, slot);
+}
+
+void FnBuilder::output(const std::string &name, int tensor) {
+  auto b = std::make_unique<plan::BindingT>();
+  b->name = name;
+  b->tensor = tensor;
+  fn_.outputs.push_back(std::move(b));
+}
+
+plan::OpT &FnBuilder::op(OpCode code, std::vector<int> operands,
+                         std::vector<int> results) {
+  auto o = std::make_unique<plan::OpT>();
+  o->opcode = code;
+  o->operands = std::move(operands);
+  o->results = std::move(results);
+  fn_.ops.push_back(std::move(o));
+  return *fn_.ops.back();
+}
+
+PlanBuilder::PlanBuilder(int worldSize) { plan_.world_size = worldSize; }
+
+int PlanBuilder::group(const std::string &name, int size, int stride) {
+  auto g = std::make_unique<plan::DeviceGroupT>();
+  g->name = name;
+  g->size = size;
+  g->stride = stride;
+  plan_.groups.push_back(std::move(g));
+  return int(plan_.groups.size()) - 1;
+}
+
+int PlanBuilder::param(const std::string &name, Shape full, Shape local,
+                       DType dtype, int shardDim, int group, int shards,
+                       int blocks) {
+  auto p = std::make_unique<plan::ParameterT>();
+  p->name = name;
+  p->full_shape = std::move(full);
+  p->local_shape = std::move(local);
+  p->dtype = dtype;
+  if (shardDim >= 0) {
+    p->shard = std::make_unique<plan::ShardRuleT>();
+    p->shard->dim = shardDim;
+    p->shard->group = group;
+    p->shard->shards = shards;
+    p->shard->blocks = blocks;
+  }
+  plan_.parameters.push_back(std::move(p));
+  return int(plan_.parameters.size()) - 1;
+}
+
+int PlanBuilder::stateSlot(const std::string &name, Shape shape, DType dtype) {
+  auto s = std::make_unique<plan::StateSlotT>();
+  s->name = name;
+  s->shape = std::move(shape);
+  s->dtype = dtype;
+  plan_.state.push_back(std::move(s));
+  return int(plan_.state.size()) - 1;
+}
+
+FnBuilder PlanBuilder::function(const std::string &name) {
+  auto f = std::make_unique<plan::FunctionT>();
+  f->name = name;
+  plan_.functions.push_back(std::move(f));
+  return FnBuilder(*plan_.functions.back());
+}
+
+std::vector<uint8_t> PlanBuilder::finish() const {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(plan::Plan::Pack(fbb, &plan_), plan::PlanIdentifier());
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+} // namespace braid::rt::test

@@ -1,0 +1,54 @@
+//===- PlanTestUtil.h - Build small plans in tests --------------*- C++ -*-===//
+#ifndef BRAID_TEST_RUNTIME_PLANTESTUTIL_H
+#define BRAID_TEST_RUNTIME_PLANTESTUTIL_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/plan_generated.h"
+
+#include <string>
+#include <vector>
+
+namespace braid::rt::test {
+
+using plan::OpCode;
+using plan::TensorKind;
+
+/// Builds one function through the FlatBuffers object API, bump-allocating
+/// arena buffers for activations and inputs.
+class FnBuilder {
+public:
+  explicit FnBuilder(plan::FunctionT &fn) : fn_(fn) {}
+  int tensor(Shape shape, DType dtype = DType::F32,
+             TensorKind kind = TensorKind::Activation, int ref = -1);
+  int input(const std::string &name, Shape shape, DType dtype = DType::F32);
+  int param(int paramIndex, const plan::PlanT &plan);
+  int state(int slot, const plan::PlanT &plan);
+  void output(const std::string &name, int tensor);
+  plan::OpT &op(OpCode code, std::vector<int> operands,
+                std::vector<int> results);
+  plan::FunctionT &fn() { return fn_; }
+
+private:
+  plan::FunctionT &fn_;
+};
+
+class PlanBuilder {
+public:
+  explicit PlanBuilder(int worldSize = 1);
+  int group(const std::string &name, int size, int stride = 1);
+  /// `shardDim` < 0: replicated.
+  int param(const std::string &name, Shape full, Shape local,
+            DType dtype = DType::F32, int shardDim = -1, int group = -1,
+            int shards = 0, int blocks = 1);
+  int stateSlot(const std::string &name, Shape shape, DType dtype = DType::F32);
+  FnBuilder function(const std::string &name);
+  plan::PlanT &plan() { return plan_; }
+  std::vector<uint8_t> finish() const;
+
+private:
+  plan::PlanT plan_;
+};
+
+} // namespace braid::rt::test
+
+#endif // BRAID_TEST_RUNTIME_PLANTESTUTIL_H

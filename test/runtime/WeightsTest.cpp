@@ -1,0 +1,135 @@
+//===- WeightsTest.cpp - Deterministic weights and shard slicing ----------===//
+#include "runtime/Weights.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace braid::rt;
+
+namespace {
+ShardSpec spec(int64_t dim, int64_t rank, int64_t size, int64_t shards = 0,
+               int64_t blocks = 1) {
+  ShardSpec s;
+  s.dim = dim;
+  s.rank = rank;
+  s.groupSize = size;
+  s.shards = shards ? shards : size;
+  s.blocks = blocks;
+  return s;
+}
+} // namespace
+
+TEST(Weights, DeterministicSeededAndSmall) {
+  EXPECT_EQ(weightValue(7, "w", 3), weightValue(7, "w", 3));
+  EXPECT_NE(weightValue(7, "w", 3), weightValue(8, "w", 3));
+  EXPECT_NE(weightValue(7, "w", 3), weightValue(7, "v", 3));
+  EXPECT_NE(weightValue(7, "w", 3), weightValue(7, "w", 4));
+  auto full =
+      generateFullWeights(1, "model.layers.0.mlp.up_proj.weight", {64, 32});
+  double mean = 0;
+  for (float v : full) {
+    EXPECT_LE(std::fabs(v), kWeightScale);
+    mean += v;
+  }
+  EXPECT_LT(std::fabs(mean / double(full.size())), 0.002);
+}
+
+TEST(Weights, NormWeightsAreNearOne) {
+  for (const char *name :
+       {"model.norm.weight", "model.layers.3.input_layernorm.weight",
+        "h.0.ln_1.weight", "ln_f.weight"})
+    for (int64_t i = 0; i < 16; ++i)
+      EXPECT_NEAR(weightValue(0, name, i), 1.0f, kWeightScale) << name;
+  // Biases of norms and ordinary weights stay small.
+  EXPECT_LE(std::fabs(weightValue(0, "h.0.ln_1.bias", 0)), kWeightScale);
+  EXPECT_LE(std::fabs(weightValue(0, "lm_head.weight", 0)), kWeightScale);
+}
+
+TEST(Weights, ShardsReassembleFullTensorAlongDim0And1) {
+  Shape full{6, 4};
+  auto whole = generateFullWeights(3, "w", full);
+  // Dim 0 over 3 ranks: rank r holds rows [2r, 2r+2).
+  for (int64_t r = 0; r < 3; ++r) {
+    auto local = generateLocalWeights(3, "w", full, {}, spec(0, r, 3));
+    ASSERT_TRUE(local) << local.status().message();
+    ASSERT_EQ(local->size(), 8u);
+    for (int64_t i = 0; i < 8; ++i)
+      EXPECT_EQ((*local)[size_t(i)], whole[size_t(r * 8 + i)]);
+  }
+  // Dim 1 over 2 ranks: rank r holds columns [2r, 2r+2) of every row.
+  for (int64_t r = 0; r < 2; ++r) {
+    auto local = generateLocalWeights(3, "w", full, {}, spec(1, r, 2));
+    ASSERT_TRUE(local);
+    for (int64_t row = 0; row < 6; ++row)
+      for (int64_t c = 0; c < 2; ++c)
+        EXPECT_EQ((*local)[size_t(row * 2 + c)],
+                  whole[size_t(row * 4 + r * 2 + c)]);
+  }
+}
+
+TEST(Weights, FusedBlocksTakeAPieceOfEveryBlock) {
+  // GPT-2 c_attn style: [2, 12] = 3 blocks (q, k, v) of 4 columns; over 2
+  // ranks each rank takes 2 columns of every block -> [2, 6].
+  Shape full{2, 12};
+  auto whole = generateFullWeights(5, "c_attn.weight", full);
+  for (int64_t r = 0; r < 2; ++r) {
+    auto local =
+        generateLocalWeights(5, "c_attn.weight", full, {}, spec(1, r, 2, 2, 3));
+    ASSERT_TRUE(local);
+    ASSERT_EQ(local->size(), 12u);
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t blk = 0; blk < 3; ++blk)
+        for (int64_t c = 0; c < 2; ++c)
+          EXPECT_EQ((*local)[size_t(row * 6 + blk * 2 + c)],
+                    whole[size_t(row * 12 + blk * 4 + r * 2 + c)])
+              << "rank " << r << " row " << row << " block " << blk;
+  }
+}
+
+TEST(Weights, FewerShardsThanRanksReplicatesPieces) {
+  // 2 KV-head shards over 4 ranks: ranks 0,1 hold piece 0; ranks 2,3 piece 1.
+  Shape full{4, 2};
+  auto whole = generateFullWeights(9, "k_proj.weight", full);
+  for (int64_t r = 0; r < 4; ++r) {
+    auto local =
+        generateLocalWeights(9, "k_proj.weight", full, {}, spec(0, r, 4, 2));
+    ASSERT_TRUE(local);
+    int64_t piece = r / 2;
+    std::vector<float> want(whole.begin() + piece * 4,
+                            whole.begin() + piece * 4 + 4);
+    EXPECT_EQ(*local, want) << "rank " << r;
+  }
+}
+
+TEST(Weights, PaddedVocabularyGivesZeroRows) {
+  // Vocabulary 5 padded to 6 over 2 ranks: rank 1's last row is padding.
+  Shape full{5, 2}, padded{6, 2};
+  auto whole = generateFullWeights(2, "wte.weight", full);
+  auto r1 = generateLocalWeights(2, "wte.weight", full, padded, spec(0, 1, 2));
+  ASSERT_TRUE(r1) << r1.status().message();
+  EXPECT_EQ(*r1, (std::vector<float>{whole[6], whole[7], whole[8], whole[9],
+                                     0.0f, 0.0f}));
+  auto sliced = sliceForRank(whole, full, padded, spec(0, 1, 2));
+  ASSERT_TRUE(sliced);
+  EXPECT_EQ(*sliced, *r1);
+}
+
+TEST(Weights, SliceForRankMatchesDirectGeneration) {
+  Shape full{4, 6, 2};
+  auto whole = generateFullWeights(11, "x", full);
+  for (int64_t r = 0; r < 2; ++r) {
+    auto a = sliceForRank(whole, full, {}, spec(1, r, 2, 2, 3));
+    auto b = generateLocalWeights(11, "x", full, {}, spec(1, r, 2, 2, 3));
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(*a, *b);
+  }
+}
+
+TEST(Weights, RejectsIndivisibleCut) {
+  auto bad = generateLocalWeights(0, "w", {5, 2}, {}, spec(0, 0, 2));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("cannot cut dim 0"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(generateLocalWeights(0, "w", {4, 2}, {3, 2}, spec(0, 0, 2)));
+}
