@@ -71,9 +71,9 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
       return;
     for (Value r : op->getResults())
       st.activationBytes += bytesOf(r.getType());
+    // An async start is counted under its synchronous form's name.
     StringRef name = op->getName().stripDialect();
-    if (name.consume_back("_start"))
-      ; // counted like its synchronous form
+    (void)name.consume_back("_start");
     llvm::TypeSwitch<Operation *>(op)
         .Case<MatmulOp>([&](auto m) { st.matmulFlops += matmulFlops(m); })
         .Case<AttentionOp>(
