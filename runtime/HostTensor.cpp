@@ -120,6 +120,15 @@ uint16_t braid::rt::floatToF16(float value) {
   return sign | uint16_t(exp << 10) | uint16_t(sig & 0x3ff);
 }
 
+/// dst[i] = fn(src[i]) for n elements of the given storage types.
+template <typename From, typename To, typename Fn>
+static void mapElements(const void *src, int64_t n, void *dst, Fn fn) {
+  const From *s = static_cast<const From *>(src);
+  To *d = static_cast<To *>(dst);
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = fn(s[i]);
+}
+
 void braid::rt::loadAsFloat(DType dtype, const void *src, int64_t n,
                             float *dst) {
   if (n <= 0) // empty vectors may hand us null pointers
@@ -128,30 +137,16 @@ void braid::rt::loadAsFloat(DType dtype, const void *src, int64_t n,
   case DType::F32:
     std::memcpy(dst, src, size_t(n) * 4);
     return;
-  case DType::F16: {
-    const uint16_t *p = static_cast<const uint16_t *>(src);
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = f16ToFloat(p[i]);
-    return;
-  }
-  case DType::BF16: {
-    const uint16_t *p = static_cast<const uint16_t *>(src);
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToFloat(p[i]);
-    return;
-  }
-  case DType::I32: {
-    const int32_t *p = static_cast<const int32_t *>(src);
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = float(p[i]);
-    return;
-  }
-  case DType::I64: {
-    const int64_t *p = static_cast<const int64_t *>(src);
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = float(p[i]);
-    return;
-  }
+  case DType::F16:
+    return mapElements<uint16_t, float>(src, n, dst, f16ToFloat);
+  case DType::BF16:
+    return mapElements<uint16_t, float>(src, n, dst, bf16ToFloat);
+  case DType::I32:
+    return mapElements<int32_t, float>(src, n, dst,
+                                       [](int32_t v) { return float(v); });
+  case DType::I64:
+    return mapElements<int64_t, float>(src, n, dst,
+                                       [](int64_t v) { return float(v); });
   }
 }
 
@@ -163,30 +158,16 @@ void braid::rt::storeFromFloat(DType dtype, const float *src, int64_t n,
   case DType::F32:
     std::memcpy(dst, src, size_t(n) * 4);
     return;
-  case DType::F16: {
-    uint16_t *p = static_cast<uint16_t *>(dst);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = floatToF16(src[i]);
-    return;
-  }
-  case DType::BF16: {
-    uint16_t *p = static_cast<uint16_t *>(dst);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = floatToBf16(src[i]);
-    return;
-  }
-  case DType::I32: {
-    int32_t *p = static_cast<int32_t *>(dst);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = int32_t(src[i]);
-    return;
-  }
-  case DType::I64: {
-    int64_t *p = static_cast<int64_t *>(dst);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = int64_t(src[i]);
-    return;
-  }
+  case DType::F16:
+    return mapElements<float, uint16_t>(src, n, dst, floatToF16);
+  case DType::BF16:
+    return mapElements<float, uint16_t>(src, n, dst, floatToBf16);
+  case DType::I32:
+    return mapElements<float, int32_t>(src, n, dst,
+                                       [](float v) { return int32_t(v); });
+  case DType::I64:
+    return mapElements<float, int64_t>(src, n, dst,
+                                       [](float v) { return int64_t(v); });
   }
 }
 
