@@ -182,8 +182,10 @@ private:
   /// all_gather of the logits and removal of the padding.
   Value lmHead(Value x, Value table) {
     Value logits = linear(x, table);
-    if (l.tp == 1 || o.keepLogitsSharded)
-      return l.tp == 1 ? unpad(logits) : logits;
+    if (l.tp == 1)
+      return unpad(logits);
+    if (o.keepLogitsSharded)
+      return logits;
     auto in = typeOf(logits);
     SmallVector<int64_t> shape(in.getShape());
     shape[2] *= l.tp;
