@@ -431,23 +431,10 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
   const plan::Plan &p = in->plan_.root();
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
-      Shape full(param->full_shape()->begin(), param->full_shape()->end());
-      Shape local(param->local_shape()->begin(), param->local_shape()->end());
-      Shape padded;
-      if (param->padded_shape())
-        padded.assign(param->padded_shape()->begin(),
-                      param->padded_shape()->end());
-      ShardSpec spec;
-      if (const plan::ShardRule *s = param->shard()) {
-        GroupPosition g = groupPosition(p, s->group(), rank);
-        spec.dim = s->dim();
-        spec.shards = s->shards() ? s->shards() : g.size;
-        spec.blocks = s->blocks();
-        spec.rank = g.rankInGroup;
-        spec.groupSize = g.size;
-      }
-      auto values = generateLocalWeights(seed, param->name()->string_view(),
-                                         full, padded, spec);
+      auto [full, local, padded] = parameterShapes(*param);
+      auto values =
+          generateLocalWeights(seed, param->name()->string_view(), full, padded,
+                               shardSpecFor(p, *param, rank));
       if (!values)
         return errorf("parameter '", param->name()->str(),
                       "': ", values.status().message());

@@ -1,5 +1,6 @@
 //===- Weights.cpp - Deterministic synthetic weights ----------------------===//
 #include "runtime/Weights.h"
+#include "runtime/PlanLoader.h"
 
 using namespace braid::rt;
 
@@ -49,6 +50,20 @@ std::vector<float> braid::rt::generateFullWeights(uint64_t seed,
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = weightValue(seed, name, int64_t(i));
   return out;
+}
+
+ShardSpec braid::rt::shardSpecFor(const plan::Plan &plan,
+                                  const plan::Parameter &param, int worldRank) {
+  ShardSpec spec;
+  if (const plan::ShardRule *s = param.shard()) {
+    GroupPosition g = groupPosition(plan, s->group(), worldRank);
+    spec.dim = s->dim();
+    spec.shards = s->shards() ? s->shards() : g.size;
+    spec.blocks = s->blocks();
+    spec.rank = g.rankInGroup;
+    spec.groupSize = g.size;
+  }
+  return spec;
 }
 
 Expected<Shape> braid::rt::localShape(const Shape &padded,
@@ -146,4 +161,13 @@ Expected<std::vector<float>> braid::rt::generateLocalWeights(
   if (!st)
     return st;
   return out;
+}
+
+ParameterShapes braid::rt::parameterShapes(const plan::Parameter &param) {
+  ParameterShapes s;
+  s.full.assign(param.full_shape()->begin(), param.full_shape()->end());
+  s.local.assign(param.local_shape()->begin(), param.local_shape()->end());
+  if (param.padded_shape())
+    s.padded.assign(param.padded_shape()->begin(), param.padded_shape()->end());
+  return s;
 }

@@ -26,6 +26,17 @@ struct ShardSpec {
   int64_t groupSize = 1; // piece = rank * shards / groupSize
 };
 
+/// A plan parameter's full, local and padded (empty: none) shapes.
+struct ParameterShapes {
+  Shape full, local, padded;
+};
+ParameterShapes parameterShapes(const plan::Parameter &param);
+
+/// `param`'s shard spec on world rank `worldRank`: replicated without a
+/// shard rule, else cut over the rule's group (shards 0 = the group size).
+ShardSpec shardSpecFor(const plan::Plan &plan, const plan::Parameter &param,
+                       int worldRank);
+
 constexpr float kWeightScale = 0.02f;
 
 /// Element `fullIndex` (row-major in the unpadded full tensor).

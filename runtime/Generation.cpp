@@ -1,0 +1,175 @@
+//===- Generation.cpp - Prefill + greedy decode over a plan ---------------===//
+#include "runtime/Generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+using namespace braid::rt;
+namespace plan = braid::plan;
+
+namespace {
+
+const plan::Tensor *bindingTensor(const plan::Function &f,
+                                  const flatbuffers::Vector<
+                                      flatbuffers::Offset<plan::Binding>> *list,
+                                  std::string_view name) {
+  if (!list)
+    return nullptr;
+  for (const plan::Binding *b : *list)
+    if (b->name()->string_view() == name)
+      return f.tensors()->Get(unsigned(b->tensor()));
+  return nullptr;
+}
+
+Shape shapeOf(const plan::Tensor &t) {
+  return t.shape() ? Shape(t.shape()->begin(), t.shape()->end()) : Shape{};
+}
+
+} // namespace
+
+Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
+  GenerationShape shape;
+  for (const char *name : {"prefill", "decode"}) {
+    const plan::Function *f = nullptr;
+    if (p.functions())
+      for (const plan::Function *g : *p.functions())
+        if (g->name()->string_view() == name)
+          f = g;
+    if (!f)
+      return errorf("plan has no '", name,
+                    "' function; generation needs prefill and decode");
+    const plan::Tensor *ids = bindingTensor(*f, f->inputs(), "input_ids");
+    const plan::Tensor *pos = bindingTensor(*f, f->inputs(), "positions");
+    const plan::Tensor *logits = bindingTensor(*f, f->outputs(), "logits");
+    if (!ids || !pos || !logits)
+      return errorf("function '", name,
+                    "' needs inputs 'input_ids' and 'positions' and an "
+                    "output 'logits'");
+    Shape idShape = shapeOf(*ids), posShape = shapeOf(*pos),
+          logitShape = shapeOf(*logits);
+    if (idShape.size() != 2 || posShape != idShape)
+      return errorf("function '", name, "': input_ids ",
+                    formatShape(idShape), " and positions ",
+                    formatShape(posShape), " must both be [batch, tokens]");
+    if (isFloatType(ids->dtype()) || isFloatType(pos->dtype()))
+      return errorf("function '", name,
+                    "': input_ids and positions must be integers");
+    if (logitShape.size() < 2 || logitShape.front() != idShape[0] ||
+        !isFloatType(logits->dtype()))
+      return errorf("function '", name, "': logits ", formatShape(logitShape),
+                    " must be floating point [batch, ..., vocab] with batch ",
+                    idShape[0]);
+    if (std::string_view(name) == "prefill") {
+      shape.batch = idShape[0];
+      shape.promptLength = idShape[1];
+      shape.vocab = logitShape.back();
+      shape.idsType = ids->dtype();
+      shape.positionsType = pos->dtype();
+    } else if (idShape != Shape{shape.batch, 1} ||
+               logitShape.back() != shape.vocab) {
+      return errorf("decode takes ", formatShape(idShape), " ids and returns ",
+                    logitShape.back(), " logits; expected [", shape.batch,
+                    ", 1] and ", shape.vocab, " as prefill");
+    }
+  }
+  return shape;
+}
+
+std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
+                                                uint64_t seed) {
+  // SplitMix64: well-mixed, and identical on every platform.
+  uint64_t state = seed ^ 0x5851f42d4c957f2dull;
+  std::vector<int64_t> ids(size_t(shape.batch * shape.promptLength));
+  for (int64_t &id : ids) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    id = int64_t(z % uint64_t(shape.vocab));
+  }
+  return ids;
+}
+
+Expected<std::vector<StepRecord>>
+braid::rt::generate(const GenerationShape &shape,
+                    const GenerationOptions &options, const StepFn &step) {
+  const int64_t b = shape.batch, s = shape.promptLength;
+  if (int64_t(options.prompt.size()) != b * s)
+    return errorf("the prompt has ", options.prompt.size(),
+                  " tokens; the plan's prefill takes ", b, " x ", s, " = ",
+                  b * s);
+  for (int64_t id : options.prompt)
+    if (id < 0 || id >= shape.vocab)
+      return errorf("prompt token ", id, " is outside the vocabulary [0, ",
+                    shape.vocab, ")");
+  if (!options.forcedTokens.empty() &&
+      int(options.forcedTokens.size()) < options.decodeSteps)
+    return errorf("forced tokens cover ", options.forcedTokens.size(),
+                  " decode steps, need ", options.decodeSteps);
+
+  std::vector<StepRecord> records;
+  std::vector<int64_t> ids = options.prompt;
+  for (int i = 0; i <= options.decodeSteps; ++i) {
+    StepRecord r;
+    r.function = i == 0 ? "prefill" : "decode";
+    int64_t tokens = i == 0 ? s : 1;
+    if (i > 0)
+      ids = options.forcedTokens.empty() ? records.back().nextToken
+                                         : options.forcedTokens[size_t(i - 1)];
+    std::vector<int64_t> positions(size_t(b * tokens));
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t t = 0; t < tokens; ++t)
+        positions[size_t(bi * tokens + t)] = i == 0 ? t : s + i - 1;
+    StepInputs inputs;
+    inputs["input_ids"] = HostTensor::fromInts(shape.idsType, {b, tokens}, ids);
+    inputs["positions"] =
+        HostTensor::fromInts(shape.positionsType, {b, tokens}, positions);
+    r.inputIds = ids;
+
+    auto start = std::chrono::steady_clock::now();
+    auto outputs = step(r.function, inputs);
+    r.milliseconds = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    if (!outputs)
+      return errorf(r.function, " step ", i, ": ", outputs.status().message());
+    auto logits = outputs->find("logits");
+    if (logits == outputs->end())
+      return errorf(r.function, " step ", i, " returned no logits");
+    std::vector<float> all = logits->second.toFloats();
+    int64_t positionsOut = int64_t(all.size()) / (b * shape.vocab);
+    r.logits.resize(size_t(b * shape.vocab));
+    for (int64_t bi = 0; bi < b; ++bi) {
+      const float *row =
+          all.data() + (bi * positionsOut + positionsOut - 1) * shape.vocab;
+      std::copy(row, row + shape.vocab, r.logits.begin() + bi * shape.vocab);
+      r.nextToken.push_back(
+          int64_t(std::max_element(row, row + shape.vocab) - row));
+    }
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+Comparison braid::rt::compareValues(const std::vector<float> &a,
+                                    const std::vector<float> &b, double atol,
+                                    double rtol) {
+  Comparison c;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    double diff = std::fabs(double(a[i]) - double(b[i]));
+    double rel = diff / std::max(std::fabs(double(b[i])), atol);
+    // NaN must count as a mismatch, so compare with a negated <=.
+    if (!(diff <= atol + rtol * std::fabs(double(b[i]))))
+      ++c.mismatches;
+    if (!(diff <= c.maxAbsError)) {
+      c.maxAbsError = diff;
+      c.worstIndex = int64_t(i);
+    }
+    c.maxRelError = std::max(c.maxRelError, rel);
+  }
+  if (a.size() != b.size())
+    c.mismatches += int64_t(std::max(a.size(), b.size()) -
+                            std::min(a.size(), b.size()));
+  return c;
+}

@@ -1,0 +1,82 @@
+//===- Generation.h - Prefill + greedy decode over a plan -------*- C++ -*-===//
+//
+// The loop braid-run drives: one `prefill` step on a prompt, then decode
+// steps that feed back each sequence's greedy (argmax) next token at the
+// next position. Backend-neutral: a `StepFn` runs one function on every rank
+// and returns rank 0's outputs. Comparing two plans (`--check-against`)
+// replays the first run's tokens into the second (teacher forcing), so a
+// near-tie argmax cannot make the two runs diverge and hide a real
+// numerical difference.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_GENERATION_H
+#define BRAID_RUNTIME_GENERATION_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/Status.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace braid::rt {
+
+/// Shapes the plan's entry functions fix.
+struct GenerationShape {
+  int64_t batch = 0;
+  int64_t promptLength = 0; // prefill tokens per sequence
+  int64_t vocab = 0;        // last dim of the logits output
+  plan::DType idsType = plan::DType::I32;
+  plan::DType positionsType = plan::DType::I32;
+};
+
+/// Checks the plan has `prefill` and `decode` with `input_ids`/`positions`
+/// inputs ([B, S] and [B, 1]) and a `logits` output ([B, *, V]).
+Expected<GenerationShape> generationShape(const plan::Plan &plan);
+
+/// Deterministic prompt: B x S ids in [0, vocab) from `seed`.
+std::vector<int64_t> syntheticPrompt(const GenerationShape &shape,
+                                     uint64_t seed);
+
+using StepInputs = std::map<std::string, HostTensor>;
+/// Runs `function` on every rank; returns rank 0's outputs.
+using StepFn = std::function<Expected<std::map<std::string, HostTensor>>(
+    const std::string &function, const StepInputs &inputs)>;
+
+struct StepRecord {
+  std::string function;
+  std::vector<int64_t> inputIds;  // [B * tokens of this step]
+  std::vector<float> logits;      // rank 0's logits, last position, [B, V]
+  std::vector<int64_t> nextToken; // argmax per sequence
+  double milliseconds = 0;        // wall time of the step
+};
+
+struct GenerationOptions {
+  std::vector<int64_t> prompt; // B x S ids
+  int decodeSteps = 0;
+  /// When set, decode step i feeds forcedTokens[i] (B ids) instead of the
+  /// argmax of the previous step.
+  std::vector<std::vector<int64_t>> forcedTokens;
+};
+
+Expected<std::vector<StepRecord>> generate(const GenerationShape &shape,
+                                           const GenerationOptions &options,
+                                           const StepFn &step);
+
+/// Largest |a - b| and whether every element satisfies
+/// |a - b| <= atol + rtol * |b|.
+struct Comparison {
+  double maxAbsError = 0;
+  double maxRelError = 0; // |a - b| / max(|b|, atol)
+  int64_t mismatches = 0;
+  int64_t worstIndex = -1;
+};
+Comparison compareValues(const std::vector<float> &a,
+                         const std::vector<float> &b, double atol,
+                         double rtol);
+
+} // namespace braid::rt
+
+#endif // BRAID_RUNTIME_GENERATION_H

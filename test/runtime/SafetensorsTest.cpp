@@ -1,0 +1,628 @@
+//===- SafetensorsTest.cpp - safetensors checkpoints ----------------------===//
+#include "runtime/Safetensors.h"
+#include "runtime/Interpreter.h"
+#include "runtime/Weights.h"
+#include "test/runtime/PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <random>
+
+using namespace braid::rt;
+using namespace braid::rt::test;
+namespace plan = braid::plan;
+
+namespace {
+// A path unique to the running test, so parallel ctest processes never
+// share a file.
+std::string tempPath(const std::string &suffix = "") {
+  const auto *info = testing::UnitTest::GetInstance()->current_test_info();
+  return testing::TempDir() + "braid_" + info->test_suite_name() + "_" +
+         info->name() + suffix + ".safetensors";
+}
+
+void writeBytes(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::string readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+// Length field (the header's size unless `len` is given), header, data.
+std::string rawFile(const std::string &header, const std::string &data = "",
+                    std::optional<uint64_t> len = std::nullopt) {
+  uint64_t n = len ? *len : header.size();
+  std::string out;
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char(uint8_t(n >> (8 * i))));
+  return out + header + data;
+}
+
+// Writes `bytes`, expects open() to fail, returns the message (which must
+// name the file).
+std::string openError(const std::string &bytes) {
+  std::string path = tempPath();
+  writeBytes(path, bytes);
+  auto file = SafetensorsFile::open(path);
+  EXPECT_FALSE(file) << "opened: " << path;
+  if (file)
+    return "";
+  const std::string &msg = file.status().message();
+  EXPECT_NE(msg.find("checkpoint '" + path + "'"), std::string::npos) << msg;
+  return msg;
+}
+
+// One F32 tensor "w" with the given JSON fields and 8 bytes of data.
+std::string oneTensor(const std::string &fields) {
+  return rawFile("{\"w\":{" + fields + "}}", std::string(8, '\0'));
+}
+
+#define EXPECT_HAS(msg, part)                                                  \
+  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+
+std::vector<float> ramp(size_t n, float scale = 0.37f) {
+  std::vector<float> v;
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(std::sin(float(i) * scale) * 2.5f);
+  return v;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Reading and writing
+//===----------------------------------------------------------------------===//
+
+TEST(Safetensors, RoundTripBf16F16F32) {
+  std::vector<std::pair<std::string, HostTensor>> tensors;
+  tensors.emplace_back("a.bf16",
+                       HostTensor::fromFloats(DType::BF16, {3, 4}, ramp(12)));
+  tensors.emplace_back("b.f16",
+                       HostTensor::fromFloats(DType::F16, {2, 5}, ramp(10)));
+  tensors.emplace_back("c.f32",
+                       HostTensor::fromFloats(DType::F32, {7}, ramp(7)));
+  tensors.emplace_back("d.scalar",
+                       HostTensor::fromFloats(DType::F32, {}, {1.5f}));
+  tensors.emplace_back("e.empty",
+                       HostTensor::fromFloats(DType::BF16, {0, 3}, {}));
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(path, tensors));
+
+  // HF layout: header length is a multiple of 8, padded with spaces.
+  std::string bytes = readBytes(path);
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(bytes[8], '{');
+  EXPECT_EQ(bytes.size(), 8 + n + 24 + 20 + 28 + 4 + 0);
+
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  EXPECT_EQ(file->names(), (std::vector<std::string>{"a.bf16", "b.f16", "c.f32",
+                                                     "d.scalar", "e.empty"}));
+  EXPECT_TRUE(file->contains("b.f16"));
+  EXPECT_FALSE(file->contains("z"));
+  for (const auto &[name, t] : tensors) {
+    auto values = file->readFloats(name, t.shape);
+    ASSERT_TRUE(values) << values.status().message();
+    EXPECT_EQ(*values, t.toFloats()) << name; // exact: one rounding each
+  }
+  // The rounding really happened (the dtypes are not all stored as f32).
+  EXPECT_NE(*file->readFloats("a.bf16", {3, 4}), std::vector<float>(ramp(12)));
+  EXPECT_NE(*file->readFloats("b.f16", {2, 5}), std::vector<float>(ramp(10)));
+}
+
+TEST(Safetensors, ReadsHandWrittenFileWithMetadataAndUnalignedData) {
+  // Header of odd length: the data region starts unaligned.
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},)"
+      R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("y":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}})";
+  if (header.size() % 2 == 0)
+    header += " ";
+  std::string data;
+  for (float f : {1.0f, -2.5f}) {
+    char b[4];
+    std::memcpy(b, &f, 4);
+    data.append(b, 4);
+  }
+  // bf16 0x3fc0 = 1.5, 0xc000 = -2.0, little-endian.
+  data += std::string("\xc0\x3f\x00\xc0", 4);
+  std::string path = tempPath();
+  writeBytes(path, rawFile(header, data));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  EXPECT_EQ(file->names(), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(*file->readFloats("x", {2}), (std::vector<float>{1.0f, -2.5f}));
+  EXPECT_EQ(*file->readFloats("y", {1, 2}), (std::vector<float>{1.5f, -2.0f}));
+}
+
+TEST(Safetensors, WriterRejectsBadTensors) {
+  std::string path = tempPath();
+  HostTensor ok = HostTensor::fromFloats(DType::F32, {2}, {1, 2});
+  Status dup = writeSafetensors(path, {{"w", ok}, {"w", ok}});
+  ASSERT_FALSE(dup);
+  EXPECT_HAS(dup.message(), "tensor name 'w' is reserved or repeated");
+  EXPECT_FALSE(writeSafetensors(path, {{"__metadata__", ok}}));
+  HostTensor bad = ok;
+  bad.bytes.pop_back();
+  Status sz = writeSafetensors(path, {{"v", bad}});
+  ASSERT_FALSE(sz);
+  EXPECT_HAS(sz.message(), "tensor 'v' is [2] x f32 with 7 bytes");
+  Status dir = writeSafetensors(testing::TempDir() + "no/such/dir/x", {});
+  ASSERT_FALSE(dir);
+  EXPECT_HAS(dir.message(), "cannot write");
+}
+
+//===----------------------------------------------------------------------===//
+// Every way a header can be wrong
+//===----------------------------------------------------------------------===//
+
+TEST(SafetensorsErrors, MissingFileAndDirectory) {
+  auto missing = SafetensorsFile::open(tempPath("_missing"));
+  ASSERT_FALSE(missing);
+  EXPECT_HAS(missing.status().message(), "cannot open checkpoint '");
+  auto dir = SafetensorsFile::open(testing::TempDir());
+  ASSERT_FALSE(dir);
+  EXPECT_HAS(dir.status().message(), "is not a regular file");
+}
+
+TEST(SafetensorsErrors, ShorterThanLengthField) {
+  EXPECT_HAS(openError(""), "is 0 bytes, shorter than the 8-byte header");
+  EXPECT_HAS(openError(std::string("\x02\0\0\0\0", 5)),
+             "is 5 bytes, shorter than the 8-byte header");
+}
+
+TEST(SafetensorsErrors, HeaderLengthPastEndOfFile) {
+  EXPECT_HAS(openError(rawFile("{}", "", 100)),
+             "header length 100 exceeds the 2 bytes after the length field");
+  EXPECT_HAS(openError(rawFile("{}", "", UINT64_MAX)),
+             "header length 18446744073709551615 exceeds");
+}
+
+TEST(SafetensorsErrors, HeaderNotJsonOrNotObject) {
+  EXPECT_HAS(openError(rawFile("{\"w\": ")), "header is not valid JSON");
+  EXPECT_HAS(openError(rawFile("\xff\xfe")), "header is not valid JSON");
+  EXPECT_HAS(openError(rawFile("")), "header is not valid JSON");
+  EXPECT_HAS(openError(rawFile("[1, 2]")), "header is not a JSON object");
+  EXPECT_HAS(openError(rawFile("\"w\"")), "header is not a JSON object");
+}
+
+TEST(SafetensorsErrors, EntryNotObjectOrMissingFields) {
+  EXPECT_HAS(openError(rawFile(R"({"w": 3})")),
+             "tensor 'w': entry is not a JSON object");
+  EXPECT_HAS(openError(oneTensor(R"("shape":[2],"data_offsets":[0,8])")),
+             "tensor 'w': missing 'dtype'");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","data_offsets":[0,8])")),
+             "tensor 'w': missing 'shape'");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[2])")),
+             "tensor 'w': missing 'data_offsets'");
+}
+
+TEST(SafetensorsErrors, FieldsOfWrongType) {
+  EXPECT_HAS(openError(oneTensor(R"("dtype":4,"shape":[2],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': 'dtype' is not a string");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":"2",)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': 'shape' is not an array");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[2.0],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': shape dim 0 is not an integer: 2.0");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[1,"2"],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': shape dim 1 is not an integer");
+  for (const char *offsets :
+       {"[0]", "[0,8,8]", "\"0,8\"", "[0,-8]", "[-1,8]", "[0,8.0]", "[null,8]"})
+    EXPECT_HAS(openError(oneTensor(std::string(R"("dtype":"F32","shape":[2],)"
+                                               R"("data_offsets":)") +
+                                   offsets)),
+               "tensor 'w': 'data_offsets' is not [begin, end] of "
+               "non-negative integers");
+}
+
+TEST(SafetensorsErrors, UnsupportedDtypeIsNamed) {
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"Q4_K","shape":[2],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': unsupported dtype 'Q4_K' (supported: BF16, F16, "
+             "F32)");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"bf16","shape":[4],)"
+                                 R"("data_offsets":[0,8])")),
+             "unsupported dtype 'bf16'");
+}
+
+TEST(SafetensorsErrors, KnownNonFloatDtypeOpensButCannotBeRead) {
+  // Integer buffers (e.g. position ids) must not stop the rest loading.
+  std::string path = tempPath();
+  writeBytes(path, rawFile(R"({"ids":{"dtype":"I64","shape":[1],)"
+                           R"("data_offsets":[0,8]}})",
+                           std::string(8, '\0')));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto values = file->readFloats("ids", {1});
+  ASSERT_FALSE(values);
+  EXPECT_HAS(values.status().message(),
+             "checkpoint '" + path +
+                 "': tensor 'ids' has dtype I64; only BF16, F16 and F32 can "
+                 "be read");
+}
+
+TEST(SafetensorsErrors, NegativeDim) {
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[2,-3],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': shape dim 1 is negative: -3");
+}
+
+TEST(SafetensorsErrors, OffsetsOutsideDataOrReversed) {
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[1],)"
+                                 R"("data_offsets":[8,4])")),
+             "tensor 'w': data_offsets [8, 4] end before they begin");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[4],)"
+                                 R"("data_offsets":[0,16])")),
+             "tensor 'w': data_offsets [0, 16] run past the data region of 8 "
+             "bytes");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[0],)"
+                                 R"("data_offsets":[9,9])")),
+             "run past the data region of 8 bytes");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[1],)"
+                                 R"("data_offsets":[0,18446744073709551615])")),
+             "'data_offsets' is not [begin, end]");
+}
+
+TEST(SafetensorsErrors, ByteSizeDoesNotMatchShape) {
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":[3],)"
+                                 R"("data_offsets":[0,8])")),
+             "tensor 'w': data_offsets [0, 8] hold 8 bytes, shape [3] x F32 "
+             "needs 12");
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"BF16","shape":[2,1],)"
+                                 R"("data_offsets":[0,8])")),
+             "hold 8 bytes, shape [2, 1] x BF16 needs 4");
+}
+
+TEST(SafetensorsErrors, HugeShapesOverflowCleanly) {
+  // 2^32 * 2^32 * 16 wraps to 0 in 64 bits: must not pass as 0 bytes.
+  EXPECT_HAS(
+      openError(oneTensor(R"("dtype":"F32","shape":[4294967296,4294967296,16],)"
+                          R"("data_offsets":[0,0])")),
+      "shape [4294967296, 4294967296, 16] has too many elements");
+  // Fits in u64 elements, overflows once multiplied by the dtype size.
+  EXPECT_HAS(
+      openError(oneTensor(R"("dtype":"F32","shape":[4611686018427387904,2],)"
+                          R"("data_offsets":[0,0])")),
+      "has too many elements");
+  // Any running product that overflows is rejected, even if a later 0 dim
+  // would make the tensor empty: int64 shape math downstream must not wrap.
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32","shape":)"
+                                 R"([9223372036854775807,4,0],)"
+                                 R"("data_offsets":[0,0])")),
+             "has too many elements");
+  std::string path = tempPath("_empty");
+  writeBytes(path, oneTensor(R"("dtype":"F32","shape":)"
+                             R"([2,0,9223372036854775807],)"
+                             R"("data_offsets":[0,0])"));
+  auto empty = SafetensorsFile::open(path);
+  ASSERT_TRUE(empty) << empty.status().message();
+  auto values = empty->readFloats("w", {2, 0, INT64_MAX});
+  ASSERT_TRUE(values) << values.status().message();
+  EXPECT_TRUE(values->empty());
+  EXPECT_HAS(openError(oneTensor(R"("dtype":"F32",)"
+                                 R"("shape":[18446744073709551615],)"
+                                 R"("data_offsets":[0,8])")),
+             "shape dim 0 is too large: 18446744073709551615");
+}
+
+TEST(SafetensorsErrors, ReadMissingOrMisShapedTensor) {
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(
+      path, {{"w", HostTensor::fromFloats(DType::BF16, {2, 3}, ramp(6))}}));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto missing = file->readFloats("v", {2, 3});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.status().message(),
+            "checkpoint '" + path + "' has no tensor 'v'");
+  auto shape = file->readFloats("w", {3, 2});
+  ASSERT_FALSE(shape);
+  EXPECT_EQ(shape.status().message(),
+            "checkpoint '" + path + "': tensor 'w' is [2, 3], expected [3, 2]");
+}
+
+TEST(SafetensorsErrors, TruncatedOrCorruptedFilesNeverCrash) {
+  std::string good = tempPath("_good");
+  ASSERT_TRUE(writeSafetensors(
+      good, {{"a", HostTensor::fromFloats(DType::F16, {3, 2}, ramp(6))},
+             {"b", HostTensor::fromFloats(DType::F32, {4}, ramp(4))}}));
+  std::string bytes = readBytes(good);
+  std::string path = tempPath();
+  auto tryRead = [&](const std::string &b) {
+    writeBytes(path, b);
+    auto file = SafetensorsFile::open(path);
+    if (!file)
+      return false;
+    for (const std::string &name : file->names()) {
+      (void)file->readFloats(name, {3, 2});
+      (void)file->readFloats(name, {4});
+    }
+    return true;
+  };
+  // Every strict prefix loses data or header bytes: none may open.
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_FALSE(tryRead(bytes.substr(0, n))) << "prefix " << n;
+  EXPECT_TRUE(tryRead(bytes));
+  // Flip bytes of the length field and header, where parsing happens.
+  size_t headerEnd = bytes.find_last_of('}') + 1;
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 300; ++i) {
+    std::string b = bytes;
+    size_t at = rng() % headerEnd;
+    b[at] = char(rng());
+    (void)tryRead(b); // any result, as long as it returns
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Loading a plan's parameters
+//===----------------------------------------------------------------------===//
+
+namespace {
+// A tiny tensor-parallel LM on `tp` ranks: vocab-parallel embedding (vocab
+// 5 padded to 6), rms_norm, Megatron MLP, column-parallel lm_head (padded
+// too) and an all_gather of the logits. Exercises replicated, dim-0, dim-1
+// and padded parameters.
+PlanBuilder lmPlan(int tp, DType dtype) {
+  PlanBuilder pb(tp);
+  pb.group("tp", tp);
+  int embed =
+      pb.param("model.embed_tokens.weight", {5, 8}, {6 / tp, 8}, dtype, 0, 0);
+  pb.plan().parameters.back()->padded_shape = {6, 8};
+  int norm = pb.param("model.norm.weight", {8}, {8}, dtype);
+  int up = pb.param("mlp.up_proj.weight", {16, 8}, {16 / tp, 8}, dtype, 0, 0);
+  int down =
+      pb.param("mlp.down_proj.weight", {8, 16}, {8, 16 / tp}, dtype, 1, 0);
+  int head = pb.param("lm_head.weight", {5, 8}, {6 / tp, 8}, dtype, 0, 0);
+  pb.plan().parameters.back()->padded_shape = {6, 8};
+
+  FnBuilder f = pb.function("prefill");
+  int ids = f.input("ids", {1, 3}, DType::I32);
+  int e = f.tensor({1, 3, 8}), x = f.tensor({1, 3, 8});
+  int n = f.tensor({1, 3, 8}), h = f.tensor({1, 3, 16 / tp});
+  int a = f.tensor({1, 3, 16 / tp}), p = f.tensor({1, 3, 8});
+  int y = f.tensor({1, 3, 8}), l = f.tensor({1, 3, 6 / tp});
+  int logits = f.tensor({1, 3, 6});
+  f.op(OpCode::Embedding, {ids, f.param(embed, pb.plan())}, {e}).vocab_group =
+      0;
+  f.op(OpCode::AllReduce, {e}, {x}).group = 0;
+  f.op(OpCode::RmsNorm, {x, f.param(norm, pb.plan())}, {n}).epsilon = 1e-6;
+  f.op(OpCode::Matmul, {n, f.param(up, pb.plan())}, {h}).transpose_b = true;
+  f.op(OpCode::Gelu, {h}, {a}).gelu_approximation =
+      plan::GeluApproximation::Tanh;
+  f.op(OpCode::Matmul, {a, f.param(down, pb.plan())}, {p}).transpose_b = true;
+  f.op(OpCode::AllReduce, {p}, {y}).group = 0;
+  f.op(OpCode::Matmul, {y, f.param(head, pb.plan())}, {l}).transpose_b = true;
+  plan::OpT &gather = f.op(OpCode::AllGather, {l}, {logits});
+  gather.group = 0;
+  gather.dim = 2;
+  f.output("logits", logits);
+  return pb;
+}
+
+LoadedPlan load(const PlanBuilder &pb) {
+  auto plan = loadPlan(pb.finish());
+  EXPECT_TRUE(plan) << plan.status().message();
+  return plan.take();
+}
+
+// The plan's full parameters from the weight generator, stored as `dtype`;
+// `skip` names are left out.
+std::vector<std::pair<std::string, HostTensor>>
+checkpointFor(PlanBuilder &pb, uint64_t seed, DType dtype,
+              const std::vector<std::string> &skip = {}) {
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const auto &p : pb.plan().parameters) {
+    if (std::find(skip.begin(), skip.end(), p->name) != skip.end())
+      continue;
+    out.emplace_back(p->name,
+                     HostTensor::fromFloats(
+                         dtype, p->full_shape,
+                         generateFullWeights(seed, p->name, p->full_shape)));
+  }
+  return out;
+}
+
+Expected<std::vector<TensorMap>> runLm(ThreadedRunner &runner) {
+  return runner.run(
+      "prefill",
+      {{{"ids", HostTensor::fromInts(DType::I32, {1, 3}, {4, 0, 3})}}});
+}
+
+std::unique_ptr<ThreadedRunner> loadedRunner(const LoadedPlan &plan,
+                                             const std::string &path) {
+  auto file = SafetensorsFile::open(path);
+  EXPECT_TRUE(file) << file.status().message();
+  // A seed no reference uses, so only the checkpoint can make runs agree.
+  auto runner = ThreadedRunner::create(plan, /*seed=*/999);
+  EXPECT_TRUE(runner) << runner.status().message();
+  if (!file || !runner)
+    return nullptr;
+  for (int r = 0; r < (*runner)->worldSize(); ++r) {
+    Status st = loadCheckpointParameters((*runner)->rank(r), plan, r, *file);
+    EXPECT_TRUE(st) << "rank " << r << ": " << st.message();
+    if (!st)
+      return nullptr;
+  }
+  return runner.take();
+}
+} // namespace
+
+TEST(SafetensorsLoad, CheckpointOfGeneratedWeightsMatchesGeneratedRun) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int tp : {1, 2}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " tp " + std::to_string(tp));
+      PlanBuilder pb = lmPlan(tp, dtype);
+      LoadedPlan plan = load(pb);
+      std::string path = tempPath(std::to_string(tp) + dtypeName(dtype));
+      ASSERT_TRUE(writeSafetensors(path, checkpointFor(pb, 42, dtype)));
+
+      auto ref = ThreadedRunner::create(plan, /*seed=*/42);
+      ASSERT_TRUE(ref) << ref.status().message();
+      auto want = runLm(**ref);
+      ASSERT_TRUE(want) << want.status().message();
+
+      auto runner = loadedRunner(plan, path);
+      ASSERT_TRUE(runner);
+      for (int r = 0; r < tp; ++r)
+        for (unsigned i = 0; i < 5; ++i)
+          EXPECT_EQ(runner->rank(r).parameter(int(i)).bytes,
+                    (*ref)->rank(r).parameter(int(i)).bytes)
+              << "rank " << r << " parameter " << i;
+      auto got = runLm(*runner);
+      ASSERT_TRUE(got) << got.status().message();
+      for (int r = 0; r < tp; ++r) {
+        std::vector<float> g = (*got)[size_t(r)].at("logits").toFloats();
+        EXPECT_EQ(g, (*want)[size_t(r)].at("logits").toFloats())
+            << "rank " << r;
+        float mx = 0;
+        for (float v : g)
+          mx = std::max(mx, std::fabs(v));
+        EXPECT_GT(mx, 1e-6f); // not trivially zero (weights are 0.02-scale)
+      }
+    }
+}
+
+TEST(SafetensorsLoad, DifferentCheckpointValuesChangeTheOutputs) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  LoadedPlan plan = load(pb);
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(path, checkpointFor(pb, 43, DType::F32)));
+  auto runner = loadedRunner(plan, path);
+  ASSERT_TRUE(runner);
+  auto got = runLm(*runner);
+  ASSERT_TRUE(got) << got.status().message();
+  std::vector<float> g = (*got)[0].at("logits").toFloats();
+
+  auto seed42 = ThreadedRunner::create(plan, 42);
+  auto seed43 = ThreadedRunner::create(plan, 43);
+  ASSERT_TRUE(seed42 && seed43);
+  auto out42 = runLm(**seed42), out43 = runLm(**seed43);
+  ASSERT_TRUE(out42 && out43);
+  EXPECT_EQ(g, (*out43)[0].at("logits").toFloats());
+  std::vector<float> other = (*out42)[0].at("logits").toFloats();
+  ASSERT_EQ(g.size(), other.size());
+  float maxDiff = 0, maxAbs = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    maxDiff = std::max(maxDiff, std::fabs(g[i] - other[i]));
+    maxAbs = std::max(maxAbs, std::fabs(other[i]));
+  }
+  EXPECT_GT(maxDiff, 0.1f * maxAbs); // logits are ~1e-4: compare relatively
+}
+
+TEST(SafetensorsLoad, TiedLmHeadFallsBackToEmbedTokens) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  LoadedPlan plan = load(pb);
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(
+      path, checkpointFor(pb, 5, DType::F32, {"lm_head.weight"})));
+  auto runner = loadedRunner(plan, path);
+  ASSERT_TRUE(runner);
+  // Parameter 4 (lm_head) now holds the embedding's slice, padding included.
+  auto full = generateFullWeights(5, "model.embed_tokens.weight", {5, 8});
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> want(full.begin() + r * 24,
+                            full.begin() + std::min(r * 24 + 24, 40));
+    want.resize(24, 0.0f);
+    EXPECT_EQ(runner->rank(r).parameter(4).toFloats(), want) << "rank " << r;
+    EXPECT_EQ(runner->rank(r).parameter(4).bytes,
+              runner->rank(r).parameter(0).bytes);
+  }
+  // A checkpoint that has lm_head.weight uses it, not the embedding.
+  std::string untied = tempPath("_untied");
+  auto tensors = checkpointFor(pb, 5, DType::F32);
+  ASSERT_TRUE(writeSafetensors(untied, tensors));
+  auto runner2 = loadedRunner(plan, untied);
+  ASSERT_TRUE(runner2);
+  EXPECT_NE(runner2->rank(0).parameter(4).bytes,
+            runner2->rank(0).parameter(0).bytes);
+}
+
+TEST(SafetensorsLoad, Gpt2TransformerPrefixAndPlainNameFirst) {
+  PlanBuilder pb(1);
+  pb.param("wte.weight", {4, 2}, {4, 2});
+  pb.param("h.0.ln_1.weight", {2}, {2});
+  pb.function("main");
+  LoadedPlan plan = load(pb);
+  std::string path = tempPath();
+  auto wte = ramp(8), ln = ramp(2, 1.1f);
+  ASSERT_TRUE(writeSafetensors(
+      path,
+      {{"transformer.wte.weight",
+        HostTensor::fromFloats(DType::F32, {4, 2}, wte)},
+       {"transformer.h.0.ln_1.weight",
+        HostTensor::fromFloats(DType::F32, {2}, ln)},
+       // Plain name wins over the prefixed one.
+       {"h.0.ln_1.weight", HostTensor::fromFloats(DType::F32, {2}, {7, 8})}}));
+  auto runner = loadedRunner(plan, path);
+  ASSERT_TRUE(runner);
+  EXPECT_EQ(runner->rank(0).parameter(0).toFloats(), wte);
+  EXPECT_EQ(runner->rank(0).parameter(1).toFloats(),
+            (std::vector<float>{7, 8}));
+}
+
+TEST(SafetensorsLoad, ErrorsNameTheParameter) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  LoadedPlan plan = load(pb);
+  auto runner = ThreadedRunner::create(plan, 0);
+  ASSERT_TRUE(runner);
+  auto tryLoad = [&](const std::vector<std::pair<std::string, HostTensor>> &t,
+                     int rank = 1) {
+    std::string path = tempPath();
+    EXPECT_TRUE(writeSafetensors(path, t));
+    auto file = SafetensorsFile::open(path);
+    EXPECT_TRUE(file) << file.status().message();
+    Status st = loadCheckpointParameters((*runner)->rank(1), plan, rank, *file);
+    EXPECT_FALSE(st);
+    return st.message();
+  };
+
+  std::string missing =
+      tryLoad(checkpointFor(pb, 0, DType::F32, {"mlp.down_proj.weight"}));
+  EXPECT_HAS(missing, "parameter 'mlp.down_proj.weight': checkpoint '");
+  EXPECT_HAS(missing, "has no tensor 'mlp.down_proj.weight' (nor "
+                      "'transformer.mlp.down_proj.weight')");
+
+  // No lm_head and no plainly named embedding to tie it to (the tie does
+  // not follow the GPT-2 prefix).
+  auto noHead = checkpointFor(pb, 0, DType::F32, {"lm_head.weight"});
+  noHead[0].first = "transformer.model.embed_tokens.weight";
+  EXPECT_HAS(tryLoad(noHead), "parameter 'lm_head.weight': checkpoint '" +
+                                  tempPath() +
+                                  "' has no tensor 'lm_head.weight' (nor "
+                                  "'transformer.lm_head.weight', nor the tied "
+                                  "'model.embed_tokens.weight')");
+
+  auto wrongShape = checkpointFor(pb, 0, DType::F32);
+  wrongShape[2].second = HostTensor::fromFloats(DType::F32, {8, 16}, ramp(128));
+  std::string shape = tryLoad(wrongShape);
+  EXPECT_HAS(shape, "parameter 'mlp.up_proj.weight': checkpoint '");
+  EXPECT_HAS(shape, "tensor 'mlp.up_proj.weight' is [8, 16], expected [16, 8]");
+
+  auto intTensor = checkpointFor(pb, 0, DType::F32);
+  intTensor[1].second = HostTensor::fromInts(DType::I64, {8}, {});
+  EXPECT_HAS(tryLoad(intTensor), "parameter 'model.norm.weight': checkpoint '");
+
+  EXPECT_HAS(tryLoad(checkpointFor(pb, 0, DType::F32), /*rank=*/0),
+             "loading rank 0's slices into rank 1's interpreter");
+  EXPECT_HAS(tryLoad(checkpointFor(pb, 0, DType::F32), /*rank=*/2),
+             "rank 2 is outside world_size 2");
+}
