@@ -1,6 +1,7 @@
 //===- InitAll.cpp --------------------------------------------------------===//
 #include "passes/InitAll.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,6 +15,7 @@ void braid::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void braid::registerAllPasses() {
   mlir::braid::registerBraidPasses();
+  registerPipelines();
   // Generic cleanups users combine with braid passes.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

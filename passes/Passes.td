@@ -26,4 +26,47 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidPlanMemoryPass : Pass<"braid-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Place every tensor in a per-rank arena by liveness";
+  let description = [{
+    Gives every tensor that the runtime does not own a buffer (offset, size)
+    in its function's arena, reusing memory once a buffer is dead. Parameters
+    and `braid.state` values (and KV caches an attention updates in place)
+    are runtime-owned and get none. An async collective's input stays live
+    until its wait, and its payload is live from the start.
+
+    Placement is greedy by size: the largest buffer first, each at the
+    lowest offset that overlaps no buffer whose lifetime conflicts. Two
+    lifetimes do not conflict when every use of one happens-before the
+    definition of the other; with one stream that is program order.
+
+    Each function gets `braid.arena_size` and `braid.arena_lower_bound`
+    (the most bytes live at once: no placement can use less), op results
+    `braid.buffers = array<i64: offset, size, ...>` (one pair per result,
+    `-1, 0` for results outside the arena) and inputs `braid.buffer`.
+
+    ```mlir
+    %1 = braid.silu %0 : tensor<4x64xf32>
+    %2 = braid.silu %1 : tensor<4x64xf32>
+    %3 = braid.silu %2 : tensor<4x64xf32>
+    ```
+    After (256-byte alignment; %3 reuses %1's buffer):
+    ```mlir
+    %1 = braid.silu %0 {braid.buffers = array<i64: 1024, 1024>} : tensor<4x64xf32>
+    %2 = braid.silu %1 {braid.buffers = array<i64: 2048, 1024>} : tensor<4x64xf32>
+    %3 = braid.silu %2 {braid.buffers = array<i64: 1024, 1024>} : tensor<4x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Byte alignment of every buffer (a power of two)">,
+    Option<"reuse", "reuse", "bool", "true",
+           "Share memory between buffers whose lifetimes do not overlap">,
+    Option<"report", "report", "bool", "false",
+           "Emit a remark per function with arena size, lower bound and "
+           "the size without reuse">,
+  ];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+}
+
 #endif // BRAID_PASSES_TD

@@ -20,5 +20,5 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.braid_tools_dir, append_path=True)
 
-tools = ["braid-opt", "braid-import", "FileCheck", "not", "count"]
+tools = ["braid-opt", "braid-import", "braid-translate", "braid-compile", "braid-run", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.braid_tools_dir, config.llvm_tools_dir])

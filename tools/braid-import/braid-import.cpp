@@ -1,5 +1,5 @@
 //===- braid-import.cpp - HF config.json -> tensor-parallel braid IR ------===//
-#include "frontend/Importer.h"
+#include "frontend/ImportCommandLine.h"
 #include "passes/InitAll.h"
 #include "passes/StepStats.h"
 
@@ -12,32 +12,6 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> configPath(
-    cl::Positional, cl::desc("<config.json> (default: the embedded tiny LLaMA)"),
-    cl::init(""));
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree"),
-                           cl::init(1));
-static cl::opt<int64_t> batch("batch", cl::desc("Sequences per step"),
-                              cl::init(1));
-static cl::opt<int64_t> seq("seq", cl::desc("Prefill tokens per sequence"),
-                            cl::init(16));
-static cl::opt<int64_t>
-    maxSeq("max-seq",
-           cl::desc("KV-cache capacity (default: the model's max positions)"),
-           cl::init(0));
-static cl::opt<braid::ElementType> dtype(
-    "dtype", cl::desc("Element type of activations and parameters"),
-    cl::values(clEnumValN(braid::ElementType::BF16, "bf16", "bfloat16"),
-               clEnumValN(braid::ElementType::F16, "fp16", "float16"),
-               clEnumValN(braid::ElementType::F32, "fp32", "float32")),
-    cl::init(braid::ElementType::BF16));
-static cl::opt<bool> keepLogitsSharded(
-    "keep-logits-sharded",
-    cl::desc("Return each rank's vocabulary shard of the logits (no "
-             "all_gather)"));
-static cl::opt<bool> prefillAllLogits(
-    "prefill-all-logits",
-    cl::desc("Prefill returns logits for every token (default: the last)"));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"));
 
@@ -62,23 +36,13 @@ int main(int argc, char **argv) {
       "           (with -o the IR is still written)\n");
 
   llvm::Expected<braid::ModelConfig> config =
-      configPath.empty()
-          ? braid::parseModelConfig(braid::tinyLlamaConfigJson(),
-                                    "<embedded tiny-llama>")
-          : braid::loadModelConfig(configPath);
+      braid::modelConfigFromCommandLine();
   if (!config) {
     llvm::errs() << "braid-import: " << llvm::toString(config.takeError())
                  << "\n";
     return 1;
   }
-  braid::ImportOptions options;
-  options.tp = tp;
-  options.batch = batch;
-  options.seq = seq;
-  options.maxSeq = maxSeq;
-  options.dtype = dtype;
-  options.keepLogitsSharded = keepLogitsSharded;
-  options.prefillAllLogits = prefillAllLogits;
+  braid::ImportOptions options = braid::importOptionsFromCommandLine();
 
   mlir::DialectRegistry registry;
   braid::registerAllDialects(registry);

@@ -1,0 +1,295 @@
+//===- MemoryPlan.cpp - Buffer lifetimes and arena placement --------------===//
+#include "passes/MemoryPlan.h"
+
+#include "dialect/BraidOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::braid;
+
+static int64_t alignTo(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+int64_t mlir::braid::tensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0;
+  unsigned bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * int64_t((bits + 7) / 8);
+}
+
+static bool isStateArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && func.getArgAttr(arg.getArgNumber(), "braid.state");
+}
+
+std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {
+  if (isStateArgument(v))
+    return cast<BlockArgument>(v).getArgNumber();
+  auto result = dyn_cast<OpResult>(v);
+  if (!result)
+    return std::nullopt;
+  auto attention = dyn_cast<AttentionOp>(result.getOwner());
+  if (!attention || result.getResultNumber() == 0)
+    return std::nullopt;
+  Value cache = result.getResultNumber() == 1 ? attention.getKCache()
+                                              : attention.getVCache();
+  std::optional<unsigned> slot = stateArgumentOf(cache);
+  if (!slot)
+    return std::nullopt;
+  // In place only when no later op still reads the old cache contents.
+  for (Operation *user : cache.getUsers())
+    if (user != attention && attention->isBeforeInBlock(user))
+      return std::nullopt;
+  // Both caches of one attention must not share a slot.
+  if (result.getResultNumber() == 2 &&
+      stateArgumentOf(attention->getResult(1)) == slot)
+    return std::nullopt;
+  return slot;
+}
+
+bool mlir::braid::needsArenaBuffer(Value v) {
+  if (!isa<RankedTensorType>(v.getType()))
+    return false;
+  if (v.getDefiningOp<ParameterOp>())
+    return false;
+  return !stateArgumentOf(v);
+}
+
+bool mlir::braid::programOrder(int a, int b) { return a < b; }
+
+FailureOr<SmallVector<BufferLifetime>>
+mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("memory planning needs a single-block body"),
+           failure();
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Operation *, int> position;
+  for (auto [i, op] : llvm::enumerate(body))
+    position[&op] = int(i);
+  int end = int(body.getOperations().size()) - 1; // the terminator
+
+  // Point from which each value's buffer is live: its definition, except a
+  // wait's payload, which the collective writes from its start onward.
+  auto defPoint = [&](Value v) -> int {
+    if (isa<BlockArgument>(v))
+      return -1;
+    Operation *def = v.getDefiningOp();
+    if (auto wait = dyn_cast<WaitOp>(def))
+      if (Operation *start = wait.getHandle().getDefiningOp())
+        return position.lookup(start);
+    return position.lookup(def);
+  };
+
+  SmallVector<BufferLifetime> lifetimes;
+  auto add = [&](Value v) -> LogicalResult {
+    if (!needsArenaBuffer(v))
+      return success();
+    auto type = cast<RankedTensorType>(v.getType());
+    if (!type.hasStaticShape())
+      return emitError(v.getLoc()) << "memory planning needs static shapes, "
+                                   << "got " << type,
+             failure();
+    BufferLifetime life;
+    life.value = v;
+    life.size = alignTo(std::max<int64_t>(tensorBytes(type), 1), alignment);
+    life.def = defPoint(v);
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      // An async collective reads its input until the matching wait.
+      if (user->hasTrait<OpTrait::BraidAsyncStart>()) {
+        for (Operation *waitOp : user->getResult(0).getUsers())
+          life.uses.push_back(position.lookup(waitOp));
+        continue;
+      }
+      life.uses.push_back(position.lookup(user));
+    }
+    // Written but never read: still occupied while its producer runs.
+    if (life.uses.empty())
+      life.uses.push_back(std::max(life.def, 0));
+    // The runtime reads outputs and state after the last op.
+    if (llvm::is_contained(life.uses, end))
+      life.uses.push_back(end + 1);
+    lifetimes.push_back(std::move(life));
+    return success();
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (failed(add(arg)))
+      return failure();
+  for (Operation &op : body)
+    for (Value result : op.getResults())
+      if (failed(add(result)))
+        return failure();
+  return lifetimes;
+}
+
+static bool conflicts(const BufferLifetime &a, const BufferLifetime &b,
+                      const Ordering &order) {
+  auto allBefore = [&](const BufferLifetime &first,
+                       const BufferLifetime &second) {
+    return llvm::all_of(first.uses,
+                        [&](int use) { return order(use, second.def); });
+  };
+  return !allBefore(a, b) && !allBefore(b, a);
+}
+
+FailureOr<FunctionMemoryPlan>
+mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
+                                int64_t alignment, const Ordering &order) {
+  auto lifetimes = computeLifetimes(func, alignment);
+  if (failed(lifetimes))
+    return failure();
+  FunctionMemoryPlan plan;
+  plan.lifetimes = std::move(*lifetimes);
+  const SmallVector<BufferLifetime> &lives = plan.lifetimes;
+
+  for (const BufferLifetime &l : lives) {
+    plan.withoutReuse += l.size;
+    plan.sizes[l.value] = l.size;
+  }
+
+  // Lower bound: the most bytes live at any single point (each point is a
+  // definition; that is where a new buffer joins the live set).
+  for (const BufferLifetime &at : lives) {
+    int64_t live = 0;
+    for (const BufferLifetime &l : lives) {
+      bool started = !order(at.def, l.def);
+      bool ended = llvm::all_of(l.uses, [&](int u) { return order(u, at.def); });
+      if (started && !ended)
+        live += l.size;
+    }
+    plan.lowerBound = std::max(plan.lowerBound, live);
+  }
+
+  if (!reuse) {
+    int64_t offset = 0;
+    for (const BufferLifetime &l : lives) {
+      plan.offsets[l.value] = offset;
+      offset += l.size;
+    }
+    plan.arenaSize = offset;
+    return plan;
+  }
+
+  // Greedy by size (as TFLite's arena planner): big buffers are the hardest
+  // to fit, so they go first; ties keep definition order for stability.
+  SmallVector<size_t> byOrder(lives.size());
+  for (size_t i = 0; i < lives.size(); ++i)
+    byOrder[i] = i;
+  llvm::stable_sort(byOrder, [&](size_t a, size_t b) {
+    return lives[a].size > lives[b].size;
+  });
+  struct Placed {
+    int64_t offset, size;
+    size_t index;
+  };
+  SmallVector<Placed> placed;
+  for (size_t i : byOrder) {
+    SmallVector<Placed> blocking;
+    for (const Placed &p : placed)
+      if (conflicts(lives[i], lives[p.index], order))
+        blocking.push_back(p);
+    llvm::sort(blocking,
+               [](const Placed &a, const Placed &b) { return a.offset < b.offset; });
+    int64_t offset = 0;
+    for (const Placed &p : blocking) {
+      if (p.offset >= offset + lives[i].size)
+        break; // the gap before p fits
+      offset = std::max(offset, p.offset + p.size);
+    }
+    placed.push_back({offset, lives[i].size, i});
+    plan.offsets[lives[i].value] = offset;
+    plan.arenaSize = std::max(plan.arenaSize, offset + lives[i].size);
+  }
+  return plan;
+}
+
+FailureOr<std::optional<FunctionMemoryPlan>>
+mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
+  auto arenaAttr = func->getAttrOfType<IntegerAttr>(kArenaSizeAttr);
+  if (!arenaAttr)
+    return std::optional<FunctionMemoryPlan>();
+  FunctionMemoryPlan plan;
+  plan.arenaSize = arenaAttr.getInt();
+  if (auto lb = func->getAttrOfType<IntegerAttr>(kArenaLowerBoundAttr))
+    plan.lowerBound = lb.getInt();
+
+  auto place = [&](Operation *diagOp, Value v, int64_t offset,
+                   int64_t size) -> LogicalResult {
+    int64_t need = tensorBytes(v.getType());
+    if (offset < 0 || size < need || offset + size > plan.arenaSize)
+      return diagOp->emitError()
+                 << "buffer [" << offset << ", +" << size << ") for a value of "
+                 << need << " bytes does not fit the arena of "
+                 << plan.arenaSize << " bytes",
+             failure();
+    plan.offsets[v] = offset;
+    plan.sizes[v] = size;
+    return success();
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    if (!needsArenaBuffer(arg))
+      continue;
+    auto attr = func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                         kBufferArgAttr);
+    if (!attr || attr.size() != 2)
+      return func.emitOpError("argument #")
+                 << arg.getArgNumber() << " needs a '" << kBufferArgAttr
+                 << "' = array<i64: offset, size> after memory planning",
+             failure();
+    if (failed(place(func, arg, attr[0], attr[1])))
+      return failure();
+  }
+  WalkResult walk = func.walk([&](Operation *op) {
+    if (!llvm::any_of(op->getResults(), needsArenaBuffer))
+      return WalkResult::advance();
+    auto attr = op->getAttrOfType<DenseI64ArrayAttr>(kBuffersAttr);
+    if (!attr || attr.size() != int64_t(2 * op->getNumResults())) {
+      op->emitOpError("needs a '")
+          << kBuffersAttr << "' attribute with an (offset, size) pair per "
+          << "result after memory planning";
+      return WalkResult::interrupt();
+    }
+    for (OpResult r : op->getResults())
+      if (needsArenaBuffer(r) &&
+          failed(place(op, r, attr[2 * r.getResultNumber()],
+                       attr[2 * r.getResultNumber() + 1])))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return std::optional<FunctionMemoryPlan>(std::move(plan));
+}
+
+void mlir::braid::attachMemoryPlan(func::FuncOp func,
+                                   const FunctionMemoryPlan &plan) {
+  Builder b(func.getContext());
+  const llvm::DenseMap<Value, int64_t> &sizes = plan.sizes;
+  for (BlockArgument arg : func.getArguments())
+    if (plan.offsets.count(arg))
+      func.setArgAttr(arg.getArgNumber(), kBufferArgAttr,
+                      b.getDenseI64ArrayAttr(
+                          {plan.offsets.lookup(arg), sizes.lookup(arg)}));
+  func.walk([&](Operation *op) {
+    if (!llvm::any_of(op->getResults(), needsArenaBuffer))
+      return;
+    SmallVector<int64_t> pairs;
+    for (Value r : op->getResults()) {
+      auto it = plan.offsets.find(r);
+      pairs.push_back(it == plan.offsets.end() ? -1 : it->second);
+      pairs.push_back(it == plan.offsets.end() ? 0 : sizes.lookup(r));
+    }
+    op->setAttr(kBuffersAttr, b.getDenseI64ArrayAttr(pairs));
+  });
+  func->setAttr(kArenaSizeAttr, b.getI64IntegerAttr(plan.arenaSize));
+  func->setAttr(kArenaLowerBoundAttr, b.getI64IntegerAttr(plan.lowerBound));
+}

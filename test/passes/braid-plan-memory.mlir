@@ -1,0 +1,93 @@
+// RUN: braid-opt %s --braid-plan-memory -split-input-file | FileCheck %s
+// RUN: braid-opt %s --braid-plan-memory=reuse=false -split-input-file | FileCheck %s --check-prefix=NOREUSE
+// RUN: braid-opt %s --braid-plan-memory=report=true -split-input-file -mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: not braid-opt %s --braid-plan-memory=alignment=3 -split-input-file 2>&1 | FileCheck %s --check-prefix=ALIGN
+
+// Offsets are pinned: placement is deterministic (largest first, ties in
+// definition order, lowest offset that fits). Each 4x64xf32 is 1024 bytes.
+
+// ALIGN: alignment must be a positive power of two, got 3
+
+// A chain needs two buffers: each value dies at its only use, so the value
+// after next takes its place. The input itself is reused once it is read.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: {braid.buffer = array<i64: 0, 1024>, braid.input = "x"}
+// CHECK-SAME: attributes {braid.arena_lower_bound = 2048 : i64, braid.arena_size = 2048 : i64}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 1024, 1024>}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 0, 1024>}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 1024, 1024>}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 0, 1024>}
+// NOREUSE-LABEL: func.func @chain
+// NOREUSE-SAME: attributes {braid.arena_lower_bound = 2048 : i64, braid.arena_size = 5120 : i64}
+// NOREUSE-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 1024, 1024>}
+// NOREUSE-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 2048, 1024>}
+// NOREUSE-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 3072, 1024>}
+// NOREUSE-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 4096, 1024>}
+// REPORT: remark: arena 2048 bytes, liveness lower bound 2048 bytes, without reuse 5120 bytes (2.50x smaller), 5 buffers
+func.func @chain(%x: tensor<4x64xf32> {braid.input = "x"}) -> (tensor<4x64xf32> {braid.output = "y"}) {
+  %1 = braid.silu %x : tensor<4x64xf32>
+  %2 = braid.silu %1 : tensor<4x64xf32>
+  %3 = braid.silu %2 : tensor<4x64xf32>
+  %4 = braid.silu %3 : tensor<4x64xf32>
+  return %4 : tensor<4x64xf32>
+}
+
+// -----
+
+// An async collective reads its input until the wait, and writes its payload
+// from the start: %x stays live through the wait although silu reads it
+// last, so %b cannot take %x's buffer; the payload %y is live from the start.
+// CHECK-LABEL: func.func @async
+// CHECK-SAME: {braid.buffer = array<i64: 0, 1024>, braid.input = "x"}
+// CHECK-SAME: attributes {braid.arena_lower_bound = 4096 : i64, braid.arena_size = 4096 : i64}
+// CHECK-NEXT: braid.all_reduce_start
+// CHECK-NOT: braid.buffers
+// CHECK-SAME: -> !braid.handle
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 1024, 1024>}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 2048, 1024>}
+// CHECK-NEXT: braid.wait %{{.*}} {braid.buffers = array<i64: 3072, 1024>}
+// CHECK-NEXT: braid.add %{{.*}} {braid.buffers = array<i64: 0, 1024>}
+braid.device_group @tp size 2
+// REPORT: remark: arena 4096 bytes, liveness lower bound 4096 bytes, without reuse 5120 bytes (1.25x smaller), 5 buffers
+func.func @async(%x: tensor<4x64xf32> {braid.input = "x"}) -> (tensor<4x64xf32> {braid.output = "z"}) {
+  %h = braid.all_reduce_start sum %x on @tp : tensor<4x64xf32> -> !braid.handle<tensor<4x64xf32>>
+  %a = braid.silu %x : tensor<4x64xf32>
+  %b = braid.silu %a : tensor<4x64xf32>
+  %y = braid.wait %h : !braid.handle<tensor<4x64xf32>> -> tensor<4x64xf32>
+  %z = braid.add %y, %b : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %z : tensor<4x64xf32>
+}
+
+// -----
+
+// Parameters and state are runtime-owned: no buffers. The attention updates
+// the caches in place (-1, 0: outside the arena). Small tensors round up to
+// the 256-byte alignment.
+// The output of mul takes q's buffer: q is dead after the attention.
+// CHECK-LABEL: func.func @state_in_place
+// CHECK-SAME: attributes {braid.arena_lower_bound = 1280 : i64, braid.arena_size = 1280 : i64}
+// CHECK: braid.parameter "w" full [4] : tensor<4xf32>
+// CHECK-NEXT: braid.attention
+// CHECK-SAME: braid.buffers = array<i64: 1024, 256, -1, 0, -1, 0>
+// CHECK-NEXT: braid.mul %{{.*}} {braid.buffers = array<i64: 0, 256>}
+// REPORT: remark: arena 1280 bytes, liveness lower bound 1280 bytes, without reuse 1536 bytes (1.20x smaller), 6 buffers
+func.func @state_in_place(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, %k: tensor<1x1x1x4xf32> {braid.input = "k"}, %v: tensor<1x1x1x4xf32> {braid.input = "v"}, %pos: tensor<1xi32> {braid.input = "pos"}, %kc: tensor<1x8x1x4xf32> {braid.state = "k_cache"}, %vc: tensor<1x8x1x4xf32> {braid.state = "v_cache"}) -> (tensor<1x1x2x4xf32> {braid.output = "o"}, tensor<1x8x1x4xf32> {braid.state = "k_cache"}, tensor<1x8x1x4xf32> {braid.state = "v_cache"}) {
+  %w = braid.parameter "w" full [4] : tensor<4xf32>
+  %o, %kc2, %vc2 = braid.attention %q, %k, %v cache(%kc, %vc) at %pos {causal, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  %ow = braid.mul %o, %w : (tensor<1x1x2x4xf32>, tensor<4xf32>) -> tensor<1x1x2x4xf32>
+  return %ow, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}
+
+// -----
+
+// A later read of the old cache forbids the in-place update: the new caches
+// get arena buffers (and the runtime copies them back into the slot).
+// CHECK-LABEL: func.func @state_read_after_update
+// CHECK: braid.attention
+// CHECK-SAME: braid.buffers = array<i64: 1024, 256, 1280, 256, 1536, 256>
+// REPORT: remark: arena 1792 bytes, liveness lower bound 1792 bytes, without reuse 2048 bytes (1.14x smaller), 8 buffers
+func.func @state_read_after_update(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, %k: tensor<1x1x1x4xf32> {braid.input = "k"}, %v: tensor<1x1x1x4xf32> {braid.input = "v"}, %pos: tensor<1xi32> {braid.input = "pos"}, %kc: tensor<1x8x1x4xf32> {braid.state = "k_cache"}, %vc: tensor<1x8x1x4xf32> {braid.state = "v_cache"}) -> (tensor<1x8x1x4xf32> {braid.output = "old"}, tensor<1x8x1x4xf32> {braid.state = "k_cache"}, tensor<1x8x1x4xf32> {braid.state = "v_cache"}) {
+  %o, %kc2, %vc2 = braid.attention %q, %k, %v cache(%kc, %vc) at %pos {causal, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  %old = braid.add %kc, %vc : (tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>) -> tensor<1x8x1x4xf32>
+  return %old, %kc2, %vc2 : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}

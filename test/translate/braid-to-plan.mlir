@@ -1,0 +1,96 @@
+// RUN: braid-translate --braid-to-plan %s -o %t.bplan
+// RUN: braid-translate --plan-to-text %t.bplan | FileCheck %s
+// RUN: braid-opt %s --braid-plan-memory | braid-translate --braid-to-plan | braid-translate --plan-to-text | FileCheck %s --check-prefix=PLANNED
+
+// Two mesh axes: @tp is innermost (stride 1), @dp strides over it.
+// CHECK: plan version 1 world 4
+// CHECK-NEXT: group 0 @tp size 2 stride 1
+// CHECK-NEXT: group 1 @dp size 2 stride 2
+braid.device_group @tp size 2
+braid.device_group @dp size 2
+
+// Parameters are deduplicated across functions by name; shard rules,
+// blocks and padding carry over.
+// CHECK-NEXT: param 0 "embed" bf16 5x8 full 9x8 padded 10x8 shard dim 0 group 0 shards 0 blocks 1
+// CHECK-NEXT: param 1 "qkv" bf16 8x12 full 8x24 shard dim 1 group 0 shards 0 blocks 3
+// CHECK-NEXT: param 2 "norm" bf16 8 full 8
+// CHECK-NEXT: state 0 "k_cache" bf16 1x16x1x4
+// CHECK-NEXT: state 1 "v_cache" bf16 1x16x1x4
+
+// Without memory planning buffers are bump-allocated (256-byte aligned).
+// CHECK-LABEL: func "prefill" arena 5632 streams 1 events 0 handles 1
+// CHECK-NEXT: %0 input 0 i32 1x4 at 0 +256
+// CHECK-NEXT: %1 input 1 i32 1x4 at 256 +256
+// CHECK-NEXT: %2 state 0 bf16 1x16x1x4
+// CHECK-NEXT: %3 state 1 bf16 1x16x1x4
+// CHECK-NEXT: %4 activation i32 1x1 at 512 +256
+// CHECK-NEXT: %5 activation i32 1 at 768 +256
+// CHECK-NEXT: %6 param 0 bf16 5x8
+// CHECK-NEXT: %7 activation bf16 1x4x8 at 1024 +256
+// With braid-plan-memory's placement, buffers are reused: the wait's
+// payload takes input_ids' place once the embedding has read it.
+// PLANNED-LABEL: func "prefill" arena 1536
+// PLANNED-NEXT: %0 input 0 i32 1x4 at 0 +256
+// PLANNED: %7 activation bf16 1x4x8 at 512 +256
+// PLANNED-NEXT: %8 activation bf16 1x4x8 at 0 +256
+func.func @prefill(%ids: tensor<1x4xi32> {braid.input = "input_ids"}, %pos: tensor<1x4xi32> {braid.input = "positions"}, %kc: tensor<1x16x1x4xbf16> {braid.state = "k_cache"}, %vc: tensor<1x16x1x4xbf16> {braid.state = "v_cache"}) -> (tensor<1x4x8xbf16> {braid.output = "hidden"}, tensor<1x16x1x4xbf16> {braid.state = "k_cache"}, tensor<1x16x1x4xbf16> {braid.state = "v_cache"}) {
+  %p0 = braid.slice %pos offsets [0, 0] sizes [1, 1] : tensor<1x4xi32> -> tensor<1x1xi32>
+  %p = braid.reshape %p0 : tensor<1x1xi32> -> tensor<1xi32>
+  %e = braid.parameter "embed" full [9, 8] shard_dim 0 on @tp {padded_shape = array<i64: 10, 8>} : tensor<5x8xbf16>
+  %x0 = braid.embedding %ids, %e {vocab_group = @tp} : (tensor<1x4xi32>, tensor<5x8xbf16>) -> tensor<1x4x8xbf16>
+  // The async pair: the start lists the payload (the wait's tensor) as its
+  // result; the wait has only the handle.
+  // CHECK: %[[X:[0-9]+]] = all_reduce_start %7 {reduce = sum, group = 0, handle = 0}
+  // CHECK-NEXT: wait {handle = 0}
+  %h = braid.all_reduce_start sum %x0 on @tp : tensor<1x4x8xbf16> -> !braid.handle<tensor<1x4x8xbf16>>
+  %x = braid.wait %h : !braid.handle<tensor<1x4x8xbf16>> -> tensor<1x4x8xbf16>
+  %w = braid.parameter "qkv" full [8, 24] shard_dim 1 on @tp {blocks = 3 : i64} : tensor<8x12xbf16>
+  // CHECK-NEXT: %[[QKV:[0-9]+]] = matmul %[[X]], %{{[0-9]+}}
+  // CHECK-NOT: transpose
+  %qkv = braid.matmul %x, %w : (tensor<1x4x8xbf16>, tensor<8x12xbf16>) -> tensor<1x4x12xbf16>
+  %q0 = braid.slice %qkv offsets [0, 0, 0] sizes [1, 4, 4] : tensor<1x4x12xbf16> -> tensor<1x4x4xbf16>
+  %k0 = braid.slice %qkv offsets [0, 0, 4] sizes [1, 4, 4] : tensor<1x4x12xbf16> -> tensor<1x4x4xbf16>
+  %v0 = braid.slice %qkv offsets [0, 0, 8] sizes [1, 4, 4] : tensor<1x4x12xbf16> -> tensor<1x4x4xbf16>
+  // CHECK: slice %[[QKV]] {offsets = [0, 0, 8], sizes = [1, 4, 4]}
+  %q1 = braid.reshape %q0 : tensor<1x4x4xbf16> -> tensor<1x4x1x4xbf16>
+  %k1 = braid.reshape %k0 : tensor<1x4x4xbf16> -> tensor<1x4x1x4xbf16>
+  %v = braid.reshape %v0 : tensor<1x4x4xbf16> -> tensor<1x4x1x4xbf16>
+  // CHECK: rope %{{[0-9]+}}, %1 {theta = 500000}
+  %q = braid.rope %q1, %pos {theta = 500000.0 : f64} : (tensor<1x4x1x4xbf16>, tensor<1x4xi32>) -> tensor<1x4x1x4xbf16>
+  %k = braid.rope %k1, %pos {theta = 500000.0 : f64} : (tensor<1x4x1x4xbf16>, tensor<1x4xi32>) -> tensor<1x4x1x4xbf16>
+  // The caches are updated in place: the results are State tensors.
+  // CHECK: %[[O:[0-9]+]], %[[KC:[0-9]+]], %[[VC:[0-9]+]] = attention %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %2, %3, %5 {causal = true, num_heads = 1, num_kv_heads = 1, head_dim = 4, scale = 0.5}
+  %o, %kc2, %vc2 = braid.attention %q, %k, %v cache(%kc, %vc) at %p {causal, head_dim = 4 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f64} : (tensor<1x4x1x4xbf16>, tensor<1x4x1x4xbf16>, tensor<1x4x1x4xbf16>, tensor<1x16x1x4xbf16>, tensor<1x16x1x4xbf16>, tensor<1xi32>) -> (tensor<1x4x1x4xbf16>, tensor<1x16x1x4xbf16>, tensor<1x16x1x4xbf16>)
+  %o2 = braid.reshape %o : tensor<1x4x1x4xbf16> -> tensor<1x4x4xbf16>
+  %o3 = braid.concat %o2, %o2 dim 2 : (tensor<1x4x4xbf16>, tensor<1x4x4xbf16>) -> tensor<1x4x8xbf16>
+  %n = braid.parameter "norm" full [8] : tensor<8xbf16>
+  // CHECK: rms_norm %{{[0-9]+}}, %{{[0-9]+}} {epsilon = 1e-06}
+  %y = braid.rms_norm %o3, %n {epsilon = 1.0e-6 : f64} : (tensor<1x4x8xbf16>, tensor<8xbf16>) -> tensor<1x4x8xbf16>
+  // CHECK-NEXT: %[[G:[0-9]+]] = all_gather %{{[0-9]+}} {dim = 0, group = 1}
+  %g = braid.all_gather %y on @dp dim 0 : tensor<1x4x8xbf16> -> tensor<2x4x8xbf16>
+  // CHECK-NEXT: %[[R:[0-9]+]] = reduce_scatter %[[G]] {reduce = max, dim = 0, group = 1}
+  %r = braid.reduce_scatter max %g on @dp dim 0 : tensor<2x4x8xbf16> -> tensor<1x4x8xbf16>
+  // CHECK-NEXT: %[[S:[0-9]+]] = softmax %[[R]] {dim = 2}
+  %s = braid.softmax %r dim 2 : tensor<1x4x8xbf16>
+  // CHECK-NEXT: output "hidden" %[[S]]
+  // CHECK-NEXT: state 0 %2 -> %[[KC]]
+  // CHECK-NEXT: state 1 %3 -> %[[VC]]
+  return %s, %kc2, %vc2 : tensor<1x4x8xbf16>, tensor<1x16x1x4xbf16>, tensor<1x16x1x4xbf16>
+}
+
+// A function that leaves the state alone binds it to itself.
+// CHECK-LABEL: func "decode"
+// CHECK: %[[A:[0-9]+]] = silu %0
+// CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = tanh}
+// CHECK: state 0 %1 -> %1 (unchanged)
+func.func @decode(%x: tensor<1x8xbf16> {braid.input = "x"}, %kc: tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) -> (tensor<1x8xbf16> {braid.output = "y"}, tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) {
+  %a = braid.silu %x : tensor<1x8xbf16>
+  %b = braid.gelu tanh %a : tensor<1x8xbf16>
+  return %b, %kc : tensor<1x8xbf16>, tensor<1x16x1x4xbf16>
+}
+
+// Private functions are helpers, not plan entries.
+// CHECK-NOT: func "helper"
+func.func private @helper(%x: tensor<1x8xbf16>) -> tensor<1x8xbf16> {
+  return %x : tensor<1x8xbf16>
+}

@@ -1,0 +1,93 @@
+// RUN: braid-translate --braid-to-plan %s -split-input-file -verify-diagnostics -o /dev/null
+
+// expected-error@+1 {{argument #0 is neither a 'braid.input' nor a 'braid.state'; the plan cannot bind it}}
+func.func @unbound_argument(%x: tensor<4xf32>) -> (tensor<4xf32> {braid.output = "y"}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result #0 is neither a 'braid.output' nor a 'braid.state'; the plan cannot bind it}}
+func.func @unbound_result(%x: tensor<4xf32> {braid.input = "x"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result #1 updates state 'cache' that no argument reads}}
+func.func @state_without_argument(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}, tensor<4xf32> {braid.state = "cache"}) {
+  return %x, %x : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func @a(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+  %w = braid.parameter "w" full [4] : tensor<4xf32>
+  %y = braid.add %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func @b(%x: tensor<4xf16> {braid.input = "x"}) -> (tensor<4xf16> {braid.output = "y"}) {
+  // expected-error@+1 {{declares parameter 'w' differently from an earlier function (shape, dtype, padding or shard rule)}}
+  %w = braid.parameter "w" full [4] : tensor<4xf16>
+  %y = braid.add %x, %w : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
+  return %y : tensor<4xf16>
+}
+
+// -----
+
+func.func @a(%c: tensor<8xf32> {braid.state = "cache"}) -> (tensor<8xf32> {braid.state = "cache"}) {
+  return %c : tensor<8xf32>
+}
+// expected-error@+1 {{state 'cache' (argument #0) has a different type than in an earlier function}}
+func.func @b(%c: tensor<16xf32> {braid.state = "cache"}) -> (tensor<16xf32> {braid.state = "cache"}) {
+  return %c : tensor<16xf32>
+}
+
+// -----
+
+// expected-error@+1 {{the plan has no element type 'f64'}}
+func.func @f64_input(%x: tensor<4xf64> {braid.input = "x"}) -> (tensor<4xf64> {braid.output = "y"}) {
+  return %x : tensor<4xf64>
+}
+
+// -----
+
+// expected-error@+1 {{no public function to export as a plan entry}}
+module {
+  func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Memory-planned IR must place every arena value inside the arena.
+func.func @buffer_outside_arena(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
+  // expected-error@+1 {{buffer [512, +256) for a value of 16 bytes does not fit the arena of 512 bytes}}
+  %y = braid.silu %x {braid.buffers = array<i64: 512, 256>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{buffer [0, +8) for a value of 16 bytes does not fit the arena of 512 bytes}}
+func.func @buffer_too_small(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 8>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
+  %y = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @missing_buffer(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
+  // expected-error@+1 {{needs a 'braid.buffers' attribute with an (offset, size) pair per result after memory planning}}
+  %y = braid.silu %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #0 needs a 'braid.buffer' = array<i64: offset, size> after memory planning}}
+func.func @missing_argument_buffer(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
+  %y = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}

@@ -1,0 +1,102 @@
+//===- braid-compile.cpp - config.json -> plan in one command -------------===//
+//
+// braid-import + the default pipeline (or --pass-pipeline) +
+// braid-translate --braid-to-plan, in one process.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/ImportCommandLine.h"
+#include "passes/InitAll.h"
+#include "passes/MemoryPlan.h"
+#include "passes/Pipelines.h"
+#include "translate/PlanExport.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
+                                       cl::value_desc("file"),
+                                       cl::init("model.bplan"));
+static cl::opt<std::string> passPipeline(
+    "pass-pipeline",
+    cl::desc("Textual pass pipeline to run instead of the default, e.g. "
+             "'builtin.module(braid-simplify,braid-plan-memory{reuse=false})'"),
+    cl::init(""));
+static cl::opt<bool> emitMlir("emit-mlir",
+                              cl::desc("Write the compiled IR instead of the "
+                                       "plan"));
+static cl::opt<bool> report(
+    "report", cl::desc("Print each function's arena size and its liveness "
+                       "lower bound"));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "braid-compile: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  braid::registerAllPasses();
+  mlir::registerPassManagerCLOptions();
+  cl::ParseCommandLineOptions(argc, argv,
+                              "braid-compile: config.json -> execution plan\n");
+
+  auto config = braid::modelConfigFromCommandLine();
+  if (!config)
+    return fail(llvm::toString(config.takeError()));
+  mlir::DialectRegistry registry;
+  braid::registerAllDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  auto module =
+      braid::importModel(ctx, *config, braid::importOptionsFromCommandLine());
+  if (!module)
+    return fail(llvm::toString(module.takeError()));
+
+  mlir::PassManager pm(&ctx);
+  if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  if (passPipeline.empty()) {
+    braid::buildDefaultPipeline(pm);
+  } else if (mlir::failed(mlir::parsePassPipeline(passPipeline, pm,
+                                                  llvm::errs()))) {
+    return fail("cannot parse --pass-pipeline '" + passPipeline + "'");
+  }
+  if (mlir::failed(pm.run(**module)))
+    return fail("the pass pipeline failed");
+
+  if (report)
+    for (auto func : (**module).getOps<mlir::func::FuncOp>()) {
+      auto arena = func->getAttrOfType<mlir::IntegerAttr>(
+          mlir::braid::kArenaSizeAttr);
+      auto bound = func->getAttrOfType<mlir::IntegerAttr>(
+          mlir::braid::kArenaLowerBoundAttr);
+      llvm::outs() << "@" << func.getSymName() << ": arena "
+                   << (arena ? std::to_string(arena.getInt()) : "unplanned")
+                   << " bytes, liveness lower bound "
+                   << (bound ? std::to_string(bound.getInt()) : "unknown")
+                   << " bytes\n";
+    }
+
+  std::string err;
+  auto out = mlir::openOutputFile(outputPath, &err);
+  if (!out)
+    return fail(err);
+  if (emitMlir) {
+    (**module).print(out->os());
+  } else {
+    auto bytes = braid::exportPlan(**module);
+    if (mlir::failed(bytes))
+      return fail("cannot translate the compiled IR to a plan");
+    out->os().write(reinterpret_cast<const char *>(bytes->data()),
+                    bytes->size());
+  }
+  out->keep();
+  return 0;
+}

@@ -1,0 +1,403 @@
+//===- braid-run.cpp - run a plan: prefill + greedy decode ----------------===//
+//
+// Links only the runtime (no MLIR, no LLVM): this is the binary that ships
+// to the machines that run plans.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Generation.h"
+#include "runtime/Interpreter.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/PlanText.h"
+#include "runtime/Safetensors.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+using namespace braid::rt;
+namespace plan = braid::plan;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: braid-run PLAN.bplan [options]
+
+Runs the plan's prefill on a prompt, then greedy decode steps, and prints
+the tokens and a latency summary.
+
+  --backend cpu            reference interpreter, ranks as threads (default)
+  --ranks N                ranks to run (must equal the plan's world size)
+  --steps K                decode steps after prefill (default 4)
+  --tokens a,b,...         prompt ids, batch x prompt length of them
+                           (default: synthetic, from --prompt-seed)
+  --prompt-seed S          seed of the synthetic prompt (default 0)
+  --seed S                 seed of the generated weights (default 0)
+  --weights FILE           Hugging Face safetensors checkpoint instead
+  --dump-outputs FILE      write every step's logits as safetensors
+                           (step0.logits = prefill, stepK.logits = decode K)
+  --check-against PLAN     run PLAN on the same tokens (same model, other
+                           parallelism) and compare logits
+  --atol X, --rtol X       tolerance for --check-against: |a-b| <= atol +
+                           rtol*|b| (default for fp32 logits: atol = 1e-5 x
+                           max|reference logit|, rtol = 1e-4; for bf16/fp16:
+                           2e-2 x max|reference logit| and 2e-2)
+  --print-plan             print the plan as text and exit
+)";
+
+struct Options {
+  std::string plan;
+  std::string backend = "cpu";
+  int ranks = -1;
+  int steps = 4;
+  std::vector<int64_t> tokens;
+  uint64_t promptSeed = 0;
+  uint64_t seed = 0;
+  std::string weights;
+  std::string dumpOutputs;
+  std::string checkAgainst;
+  std::optional<double> atol, rtol;
+  bool printPlan = false;
+};
+
+template <typename T> bool parseNumber(std::string_view s, T &out) {
+  if (s.empty())
+    return false;
+  if constexpr (std::is_floating_point_v<T>) {
+    std::istringstream is{std::string(s)};
+    is >> out;
+    return !is.fail() && is.eof();
+  } else {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+  }
+}
+
+Expected<Options> parseArgs(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    std::string_view value;
+    std::string_view flag = a;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != a.npos) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    auto needValue = [&]() -> Expected<std::string_view> {
+      if (!value.empty())
+        return value;
+      if (i + 1 >= argc)
+        return errorf("option ", flag, " needs a value");
+      return std::string_view(argv[++i]);
+    };
+    auto number = [&](auto &out) -> Status {
+      auto v = needValue();
+      if (!v)
+        return v.status();
+      if (!parseNumber(*v, out))
+        return errorf("option ", flag, ": '", *v, "' is not a valid number");
+      return Status::ok();
+    };
+    auto text = [&](std::string &out) -> Status {
+      auto v = needValue();
+      if (!v)
+        return v.status();
+      out = std::string(*v);
+      return Status::ok();
+    };
+    Status st;
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--backend") {
+      st = text(o.backend);
+    } else if (flag == "--ranks") {
+      st = number(o.ranks);
+    } else if (flag == "--steps") {
+      st = number(o.steps);
+    } else if (flag == "--prompt-seed") {
+      st = number(o.promptSeed);
+    } else if (flag == "--seed") {
+      st = number(o.seed);
+    } else if (flag == "--weights") {
+      st = text(o.weights);
+    } else if (flag == "--dump-outputs") {
+      st = text(o.dumpOutputs);
+    } else if (flag == "--check-against") {
+      st = text(o.checkAgainst);
+    } else if (flag == "--atol" || flag == "--rtol") {
+      double x = 0;
+      st = number(x);
+      (flag == "--atol" ? o.atol : o.rtol) = x;
+    } else if (flag == "--print-plan") {
+      o.printPlan = true;
+    } else if (flag == "--tokens") {
+      std::string list;
+      st = text(list);
+      std::istringstream is(list);
+      for (std::string item; st && std::getline(is, item, ',');) {
+        int64_t id;
+        if (!parseNumber(std::string_view(item), id))
+          st = errorf("--tokens: '", item, "' is not a token id");
+        o.tokens.push_back(id);
+      }
+    } else if (a.rfind("-", 0) == 0) {
+      return errorf("unknown option '", a, "' (see --help)");
+    } else if (o.plan.empty()) {
+      o.plan = std::string(a);
+    } else {
+      return errorf("unexpected argument '", a, "' (one plan file only)");
+    }
+    if (!st)
+      return st;
+  }
+  if (o.plan.empty())
+    return errorf("no plan file given (see --help)");
+  if (o.backend == "cuda")
+    return errorf("--backend cuda: this braid-run was built without the CUDA "
+                  "executor");
+  if (o.backend != "cpu")
+    return errorf("--backend '", o.backend, "' is unknown; use cpu");
+  if (o.steps < 0)
+    return errorf("--steps must be >= 0, got ", o.steps);
+  if ((o.atol && !(*o.atol >= 0)) || (o.rtol && !(*o.rtol >= 0)))
+    return errorf("--atol and --rtol must be >= 0");
+  return o;
+}
+
+/// A ready-to-step CPU run of one plan: all ranks as threads.
+struct CpuRun {
+  LoadedPlan plan;
+  GenerationShape shape;
+  std::unique_ptr<ThreadedRunner> runner;
+
+  static Expected<CpuRun> create(const std::string &path, const Options &o) {
+    auto plan = loadPlanFile(path);
+    if (!plan)
+      return plan.status();
+    auto shape = generationShape(plan->root());
+    if (!shape)
+      return errorf(path, ": ", shape.status().message());
+    auto runner = ThreadedRunner::create(*plan, o.seed);
+    if (!runner)
+      return errorf(path, ": ", runner.status().message());
+    if (!o.weights.empty()) {
+      auto file = SafetensorsFile::open(o.weights);
+      if (!file)
+        return file.status();
+      for (int r = 0; r < (*runner)->worldSize(); ++r)
+        BRAID_RETURN_IF_ERROR(
+            loadCheckpointParameters((*runner)->rank(r), *plan, r, *file));
+    }
+    return CpuRun{*plan, *shape, runner.take()};
+  }
+
+  StepFn stepFn() {
+    return [this](const std::string &function, const StepInputs &inputs)
+               -> Expected<std::map<std::string, HostTensor>> {
+      auto outs = runner->run(function, {inputs});
+      if (!outs)
+        return outs.status();
+      // Every rank must hold the same (gathered) logits.
+      for (size_t r = 1; r < outs->size(); ++r)
+        if ((*outs)[r].at("logits").bytes != (*outs)[0].at("logits").bytes)
+          return errorf("rank ", r,
+                        " returned different logits than rank 0 (are the "
+                        "logits left vocabulary-sharded?)");
+      return (*outs)[0];
+    };
+  }
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t i = size_t(std::ceil(p / 100.0 * double(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+void printTokens(std::ostream &os, const std::vector<int64_t> &ids,
+                 int64_t batch) {
+  int64_t per = int64_t(ids.size()) / batch;
+  for (int64_t b = 0; b < batch; ++b) {
+    os << (b ? " | " : "");
+    for (int64_t t = 0; t < per; ++t)
+      os << (t ? " " : "") << ids[size_t(b * per + t)];
+  }
+}
+
+void printSummary(std::ostream &os, const std::string &path,
+                  const CpuRun &run, const std::vector<StepRecord> &steps) {
+  const GenerationShape &s = run.shape;
+  os << "=== braid-run: " << path << " | backend cpu | ranks "
+     << run.plan.root().world_size() << " | batch " << s.batch << " | prompt "
+     << s.promptLength << " | vocab " << s.vocab << " ===\n";
+  os << "prompt:";
+  os << " ";
+  printTokens(os, steps.front().inputIds, s.batch);
+  os << "\n";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    os << (i == 0 ? "prefill  " : "decode ") << std::setw(i == 0 ? 0 : 2)
+       << (i == 0 ? std::string() : std::to_string(i)) << " -> ";
+    printTokens(os, steps[i].nextToken, s.batch);
+    os << std::fixed << std::setprecision(3) << "  (" << steps[i].milliseconds
+       << " ms)\n";
+  }
+  double prefillMs = steps.front().milliseconds;
+  os << std::fixed << std::setprecision(3);
+  os << "Prefill: " << prefillMs << " ms, "
+     << double(s.batch * s.promptLength) / (prefillMs / 1000.0)
+     << " tokens/s\n";
+  if (steps.size() > 1) {
+    std::vector<double> decode;
+    double total = 0;
+    for (size_t i = 1; i < steps.size(); ++i) {
+      decode.push_back(steps[i].milliseconds);
+      total += steps[i].milliseconds;
+    }
+    os << "Decode latency: min = " << *std::min_element(decode.begin(),
+                                                        decode.end())
+       << " ms, max = " << *std::max_element(decode.begin(), decode.end())
+       << " ms, mean = " << total / double(decode.size())
+       << " ms, median = " << percentile(decode, 50)
+       << " ms, p99 = " << percentile(decode, 99) << " ms (" << decode.size()
+       << " steps)\n";
+    os << "Decode throughput: "
+       << double(s.batch) * double(decode.size()) / (total / 1000.0)
+       << " tokens/s\n";
+  }
+  os << "(CPU reference interpreter: fp32 math, ranks as threads; times are "
+        "host wall clock, not GPU times)\n";
+  os.unsetf(std::ios::floatfield);
+}
+
+Status dumpOutputs(const std::string &path,
+                   const std::vector<StepRecord> &steps,
+                   const GenerationShape &shape) {
+  std::vector<std::pair<std::string, HostTensor>> tensors;
+  for (size_t i = 0; i < steps.size(); ++i)
+    tensors.emplace_back("step" + std::to_string(i) + ".logits",
+                         HostTensor::fromFloats(plan::DType::F32,
+                                                {shape.batch, shape.vocab},
+                                                steps[i].logits));
+  return writeSafetensors(path, tensors);
+}
+
+/// Replays `reference`'s tokens through `other` and compares logits.
+Status checkAgainst(const std::string &path, const Options &o,
+                    const CpuRun &first,
+                    const std::vector<StepRecord> &reference) {
+  auto other = CpuRun::create(path, o);
+  if (!other)
+    return other.status();
+  const GenerationShape &a = first.shape, &b = other->shape;
+  if (a.batch != b.batch || a.promptLength != b.promptLength ||
+      a.vocab != b.vocab)
+    return errorf("--check-against ", path, ": plan shapes differ (batch ",
+                  b.batch, " prompt ", b.promptLength, " vocab ", b.vocab,
+                  " vs ", a.batch, " ", a.promptLength, " ", a.vocab, ")");
+  GenerationOptions g;
+  g.prompt = reference.front().inputIds;
+  g.decodeSteps = int(reference.size()) - 1;
+  for (size_t i = 1; i < reference.size(); ++i)
+    g.forcedTokens.push_back(reference[i].inputIds);
+  auto steps = generate(b, g, other->stepFn());
+  if (!steps)
+    return errorf("--check-against ", path, ": ", steps.status().message());
+
+  // Default tolerance from the logits' storage type: bf16/fp16 round every
+  // intermediate tensor, fp32 differs only by summation order.
+  bool lowPrecision = false;
+  for (const plan::Function *f : *first.plan.root().functions())
+    for (const plan::Binding *bind : *f->outputs())
+      if (bind->name()->string_view() == "logits")
+        lowPrecision |= f->tensors()->Get(unsigned(bind->tensor()))->dtype() !=
+                        plan::DType::F32;
+  // Tolerances scale with the logits: synthetic weights give small ones.
+  double scale = 0;
+  for (const StepRecord &r : reference)
+    for (float v : r.logits)
+      scale = std::max(scale, double(std::fabs(v)));
+  double atol = o.atol.value_or((lowPrecision ? 2e-2 : 1e-5) * scale);
+  double rtol = o.rtol.value_or(lowPrecision ? 2e-2 : 1e-4);
+
+  std::cout << "=== check against " << path << " (ranks "
+            << other->plan.root().world_size() << "), |a-b| <= "
+            << std::scientific << std::setprecision(3) << atol << " + "
+            << rtol << "*|b| ===\n"
+            << std::defaultfloat;
+  int64_t failures = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    Comparison c =
+        compareValues(reference[i].logits, (*steps)[i].logits, atol, rtol);
+    bool sameTokens = reference[i].nextToken == (*steps)[i].nextToken;
+    double stepScale = 0;
+    for (float v : (*steps)[i].logits)
+      stepScale = std::max(stepScale, double(std::fabs(v)));
+    std::cout << (i == 0 ? "prefill " : "decode ")
+              << (i == 0 ? std::string() : std::to_string(i) + " ")
+              << "max |logit| " << std::scientific << std::setprecision(3)
+              << stepScale << ", max abs err " << std::setprecision(3)
+              << c.maxAbsError << ", max rel err " << c.maxRelError
+              << std::defaultfloat << ", mismatches " << c.mismatches
+              << ", greedy tokens " << (sameTokens ? "equal" : "DIFFER")
+              << "\n";
+    failures += c.mismatches;
+  }
+  if (failures)
+    return errorf("check failed: ", failures,
+                  " logits outside tolerance against ", path);
+  std::cout << "check passed: " << reference.size()
+            << " steps within tolerance\n";
+  return Status::ok();
+}
+
+Status runMain(int argc, char **argv) {
+  auto opts = parseArgs(argc, argv);
+  if (!opts)
+    return opts.status();
+  const Options &o = *opts;
+  if (o.printPlan) {
+    auto plan = loadPlanFile(o.plan);
+    if (!plan)
+      return plan.status();
+    printPlan(std::cout, plan->root());
+    return Status::ok();
+  }
+  auto run = CpuRun::create(o.plan, o);
+  if (!run)
+    return run.status();
+  int world = run->plan.root().world_size();
+  if (o.ranks >= 0 && o.ranks != world)
+    return errorf("--ranks ", o.ranks, ": the plan was compiled for ", world,
+                  " ranks");
+
+  GenerationOptions g;
+  g.prompt = o.tokens.empty() ? syntheticPrompt(run->shape, o.promptSeed)
+                              : o.tokens;
+  g.decodeSteps = o.steps;
+  auto steps = generate(run->shape, g, run->stepFn());
+  if (!steps)
+    return steps.status();
+  printSummary(std::cout, o.plan, *run, *steps);
+  if (!o.dumpOutputs.empty())
+    BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
+  if (!o.checkAgainst.empty())
+    BRAID_RETURN_IF_ERROR(checkAgainst(o.checkAgainst, o, *run, *steps));
+  return Status::ok();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Status st = runMain(argc, argv);
+  std::cout.flush();
+  if (!st) {
+    std::cerr << "braid-run: error: " << st.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

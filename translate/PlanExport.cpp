@@ -1,0 +1,576 @@
+//===- PlanExport.cpp - braid IR -> FlatBuffers plan ----------------------===//
+#include "translate/PlanExport.h"
+
+#include "dialect/BraidOps.h"
+#include "passes/MemoryPlan.h"
+#include "runtime/PlanLoader.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace plan = ::braid::plan;
+
+namespace {
+
+FailureOr<plan::DType> dtypeOf(Location loc, Type type) {
+  Type element = type;
+  if (auto t = dyn_cast<ShapedType>(type))
+    element = t.getElementType();
+  if (element.isF32())
+    return plan::DType::F32;
+  if (element.isF16())
+    return plan::DType::F16;
+  if (element.isBF16())
+    return plan::DType::BF16;
+  if (element.isInteger(32))
+    return plan::DType::I32;
+  if (element.isInteger(64))
+    return plan::DType::I64;
+  return emitError(loc) << "the plan has no element type " << element,
+         failure();
+}
+
+std::vector<int64_t> shapeOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
+}
+
+plan::ReduceKind reduceKindOf(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::sum:
+    return plan::ReduceKind::Sum;
+  case ReduceKind::max:
+    return plan::ReduceKind::Max;
+  case ReduceKind::min:
+    return plan::ReduceKind::Min;
+  case ReduceKind::prod:
+    return plan::ReduceKind::Prod;
+  }
+  return plan::ReduceKind::Sum;
+}
+
+std::string locationString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+/// Module-wide tables: groups, parameters and state slots, shared by every
+/// function of the plan.
+class PlanExporter {
+public:
+  explicit PlanExporter(ModuleOp module) : module_(module) {}
+
+  FailureOr<std::vector<uint8_t>> run();
+
+private:
+  LogicalResult collectGroups();
+  FailureOr<int> groupIndex(Operation *op, StringRef symbol);
+  FailureOr<int> parameterIndex(ParameterOp op);
+  FailureOr<int> stateSlot(func::FuncOp func, unsigned argNumber);
+  LogicalResult exportFunction(func::FuncOp func);
+
+  ModuleOp module_;
+  plan::PlanT plan_;
+  llvm::StringMap<int> groups_;
+  llvm::StringMap<int> parameters_;
+  llvm::StringMap<int> slots_;
+};
+
+/// Per-function state: tensor ids and async handle ids.
+class FunctionExporter {
+public:
+  FunctionExporter(plan::FunctionT &out, const FunctionMemoryPlan &memory)
+      : out_(out), memory_(memory) {}
+
+  /// Tensor id of `v`, creating the tensor on first sight; a handle maps to
+  /// the payload its wait yields.
+  FailureOr<int> tensorId(Value v);
+  FailureOr<int> handleId(Value handle);
+  int numHandles() const { return int(handles_.size()); }
+
+  // Kind/ref decisions made by the module exporter before ids are used.
+  llvm::DenseMap<Value, std::pair<plan::TensorKind, int>> roles;
+
+private:
+  plan::FunctionT &out_;
+  const FunctionMemoryPlan &memory_;
+  llvm::DenseMap<Value, int> ids_;
+  llvm::DenseMap<Value, int> handles_;
+};
+
+} // namespace
+
+FailureOr<int> FunctionExporter::tensorId(Value v) {
+  if (isa<HandleType>(v.getType())) {
+    // The payload is the wait's result (send_start has none: no tensor).
+    for (Operation *user : v.getUsers())
+      if (auto wait = dyn_cast<WaitOp>(user))
+        if (wait.getResult())
+          return tensorId(wait.getResult());
+    return emitError(v.getLoc()) << "async handle has no waited payload",
+           failure();
+  }
+  auto it = ids_.find(v);
+  if (it != ids_.end())
+    return it->second;
+  auto dtype = dtypeOf(v.getLoc(), v.getType());
+  if (failed(dtype))
+    return failure();
+  auto t = std::make_unique<plan::TensorT>();
+  t->id = int(out_.tensors.size());
+  t->shape = shapeOf(v.getType());
+  t->dtype = *dtype;
+  auto role = roles.find(v);
+  if (role != roles.end()) {
+    t->kind = role->second.first;
+    t->ref = role->second.second;
+  }
+  if (t->kind == plan::TensorKind::Activation ||
+      t->kind == plan::TensorKind::Input) {
+    auto offset = memory_.offsets.find(v);
+    if (offset == memory_.offsets.end())
+      return emitError(v.getLoc()) << "value has no arena buffer", failure();
+    t->buffer_offset = offset->second;
+    t->buffer_size = memory_.sizes.lookup(v);
+  }
+  if (auto result = dyn_cast<OpResult>(v)) {
+    t->name = result.getOwner()->getName().stripDialect().str() + "." +
+              std::to_string(result.getResultNumber());
+  } else {
+    t->name = "arg" + std::to_string(cast<BlockArgument>(v).getArgNumber());
+  }
+  int id = t->id;
+  out_.tensors.push_back(std::move(t));
+  ids_[v] = id;
+  return id;
+}
+
+FailureOr<int> FunctionExporter::handleId(Value handle) {
+  auto it = handles_.find(handle);
+  if (it != handles_.end())
+    return it->second;
+  int id = int(handles_.size());
+  handles_[handle] = id;
+  return id;
+}
+
+LogicalResult PlanExporter::collectGroups() {
+  // Groups form a mesh in declaration order: the first is the innermost
+  // axis (stride 1), each next one strides over the ones before it.
+  int stride = 1;
+  for (auto group : module_.getOps<DeviceGroupOp>()) {
+    auto g = std::make_unique<plan::DeviceGroupT>();
+    g->name = group.getSymName().str();
+    g->size = int(group.getSize());
+    g->stride = stride;
+    stride *= g->size;
+    groups_[g->name] = int(plan_.groups.size());
+    plan_.groups.push_back(std::move(g));
+  }
+  plan_.world_size = stride;
+  return success();
+}
+
+FailureOr<int> PlanExporter::groupIndex(Operation *op, StringRef symbol) {
+  auto it = groups_.find(symbol);
+  if (it == groups_.end())
+    return op->emitOpError("names group @")
+               << symbol << ", which is not a braid.device_group of the module",
+           failure();
+  return it->second;
+}
+
+FailureOr<int> PlanExporter::parameterIndex(ParameterOp op) {
+  auto p = std::make_unique<plan::ParameterT>();
+  p->name = op.getName().str();
+  p->full_shape.assign(op.getFullShape().begin(), op.getFullShape().end());
+  p->local_shape = shapeOf(op.getType());
+  auto dtype = dtypeOf(op.getLoc(), op.getType());
+  if (failed(dtype))
+    return failure();
+  p->dtype = *dtype;
+  if (auto dim = op.getShardDim()) {
+    auto group = groupIndex(op, *op.getGroup());
+    if (failed(group))
+      return failure();
+    p->shard = std::make_unique<plan::ShardRuleT>();
+    p->shard->dim = int(*dim);
+    p->shard->group = *group;
+    p->shard->shards = int(op.getShards().value_or(0));
+    p->shard->blocks = int(op.getBlocks().value_or(1));
+  }
+  if (auto padded = op.getPaddedShape())
+    p->padded_shape.assign(padded->begin(), padded->end());
+
+  auto [it, inserted] =
+      parameters_.try_emplace(p->name, int(plan_.parameters.size()));
+  if (inserted) {
+    plan_.parameters.push_back(std::move(p));
+    return it->second;
+  }
+  // Every function reads the same parameter: the declarations must agree.
+  const plan::ParameterT &seen = *plan_.parameters[size_t(it->second)];
+  bool sameShard = (!seen.shard && !p->shard) ||
+                   (seen.shard && p->shard &&
+                    seen.shard->dim == p->shard->dim &&
+                    seen.shard->group == p->shard->group &&
+                    seen.shard->shards == p->shard->shards &&
+                    seen.shard->blocks == p->shard->blocks);
+  if (seen.full_shape != p->full_shape || seen.local_shape != p->local_shape ||
+      seen.dtype != p->dtype || seen.padded_shape != p->padded_shape ||
+      !sameShard)
+    return op.emitOpError("declares parameter '")
+               << p->name
+               << "' differently from an earlier function (shape, dtype, "
+                  "padding or shard rule)",
+           failure();
+  return it->second;
+}
+
+FailureOr<int> PlanExporter::stateSlot(func::FuncOp func, unsigned arg) {
+  auto name = func.getArgAttrOfType<StringAttr>(arg, "braid.state");
+  Type type = func.getArgument(arg).getType();
+  auto dtype = dtypeOf(func.getArgument(arg).getLoc(), type);
+  if (failed(dtype))
+    return failure();
+  auto [it, inserted] =
+      slots_.try_emplace(name.getValue(), int(plan_.state.size()));
+  if (inserted) {
+    auto s = std::make_unique<plan::StateSlotT>();
+    s->name = name.getValue().str();
+    s->shape = shapeOf(type);
+    s->dtype = *dtype;
+    plan_.state.push_back(std::move(s));
+    return it->second;
+  }
+  const plan::StateSlotT &seen = *plan_.state[size_t(it->second)];
+  if (seen.shape != shapeOf(type) || seen.dtype != *dtype)
+    return func.emitOpError("state '")
+               << name.getValue() << "' (argument #" << arg
+               << ") has a different type than in an earlier function",
+           failure();
+  return it->second;
+}
+
+LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
+  FailureOr<std::optional<FunctionMemoryPlan>> attached =
+      readAttachedMemoryPlan(func);
+  if (failed(attached))
+    return failure();
+  FunctionMemoryPlan memory;
+  if (*attached) {
+    memory = std::move(**attached);
+  } else {
+    // Unplanned IR: one buffer after another, no reuse.
+    auto planned = planFunctionMemory(func, /*reuse=*/false);
+    if (failed(planned))
+      return failure();
+    memory = std::move(*planned);
+  }
+
+  auto out = std::make_unique<plan::FunctionT>();
+  out->name = func.getSymName().str();
+  out->arena_size = memory.arenaSize;
+  FunctionExporter fx(*out, memory);
+
+  // Roles of arguments: inputs and state slots.
+  llvm::StringMap<int> stateArgTensor;
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned n = arg.getArgNumber();
+    if (auto input = func.getArgAttrOfType<StringAttr>(n, "braid.input")) {
+      fx.roles[arg] = {plan::TensorKind::Input, int(out->inputs.size())};
+      auto id = fx.tensorId(arg);
+      if (failed(id))
+        return failure();
+      auto b = std::make_unique<plan::BindingT>();
+      b->name = input.getValue().str();
+      b->tensor = *id;
+      out->inputs.push_back(std::move(b));
+    } else if (func.getArgAttr(n, "braid.state")) {
+      auto slot = stateSlot(func, n);
+      if (failed(slot))
+        return failure();
+      fx.roles[arg] = {plan::TensorKind::State, *slot};
+      auto id = fx.tensorId(arg);
+      if (failed(id))
+        return failure();
+      stateArgTensor[func.getArgAttrOfType<StringAttr>(n, "braid.state")
+                         .getValue()] = *id;
+    } else {
+      return func.emitOpError("argument #")
+                 << n
+                 << " is neither a 'braid.input' nor a 'braid.state'; the "
+                    "plan cannot bind it",
+             failure();
+    }
+  }
+
+  auto &ops = out->ops;
+  for (Operation &op : func.getBody().front()) {
+    if (auto param = dyn_cast<ParameterOp>(op)) {
+      auto index = parameterIndex(param);
+      if (failed(index))
+        return failure();
+      fx.roles[param.getResult()] = {plan::TensorKind::Parameter, *index};
+      continue;
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        auto id = fx.tensorId(value);
+        if (failed(id))
+          return failure();
+        if (auto name = func.getResultAttrOfType<StringAttr>(i, "braid.output")) {
+          auto b = std::make_unique<plan::BindingT>();
+          b->name = name.getValue().str();
+          b->tensor = *id;
+          out->outputs.push_back(std::move(b));
+        } else if (auto state =
+                       func.getResultAttrOfType<StringAttr>(i, "braid.state")) {
+          auto in = stateArgTensor.find(state.getValue());
+          if (in == stateArgTensor.end())
+            return func.emitOpError("result #")
+                       << i << " updates state '" << state.getValue()
+                       << "' that no argument reads",
+                   failure();
+          auto b = std::make_unique<plan::StateBindingT>();
+          b->slot = slots_.lookup(state.getValue());
+          b->input = in->second;
+          b->output = *id;
+          out->state.push_back(std::move(b));
+        } else {
+          return func.emitOpError("result #")
+                     << i << " is neither a 'braid.output' nor a "
+                     << "'braid.state'; the plan cannot bind it",
+                 failure();
+        }
+      }
+      continue;
+    }
+    // Results of ops that update state in place alias their slot.
+    for (Value r : op.getResults())
+      if (auto arg = stateArgumentOf(r); arg && !isa<BlockArgument>(r))
+        fx.roles[r] = fx.roles.lookup(func.getArgument(*arg));
+
+    auto o = std::make_unique<plan::OpT>();
+    if (!isa<UnknownLoc>(op.getLoc()))
+      o->loc = locationString(op.getLoc());
+    auto group = [&](StringRef symbol) -> LogicalResult {
+      auto g = groupIndex(&op, symbol);
+      if (failed(g))
+        return failure();
+      o->group = *g;
+      return success();
+    };
+    bool isStart = op.hasTrait<OpTrait::BraidAsyncStart>();
+    LogicalResult ok =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](MatmulOp m) {
+              o->opcode = plan::OpCode::Matmul;
+              o->transpose_a = m.getTransposeA();
+              o->transpose_b = m.getTransposeB();
+              return success();
+            })
+            .Case([&](AddOp) {
+              o->opcode = plan::OpCode::Add;
+              return success();
+            })
+            .Case([&](MulOp) {
+              o->opcode = plan::OpCode::Mul;
+              return success();
+            })
+            .Case([&](RmsNormOp m) {
+              o->opcode = plan::OpCode::RmsNorm;
+              o->epsilon = m.getEpsilon().convertToDouble();
+              return success();
+            })
+            .Case([&](LayerNormOp m) {
+              o->opcode = plan::OpCode::LayerNorm;
+              o->epsilon = m.getEpsilon().convertToDouble();
+              return success();
+            })
+            .Case([&](RopeOp m) {
+              o->opcode = plan::OpCode::Rope;
+              o->theta = m.getTheta().convertToDouble();
+              return success();
+            })
+            .Case([&](AttentionOp m) {
+              o->opcode = plan::OpCode::Attention;
+              o->causal = m.getCausal();
+              o->num_heads = m.getNumHeads();
+              o->num_kv_heads = m.getNumKvHeads();
+              o->head_dim = m.getHeadDim();
+              o->scale = m.getScale() ? m.getScale()->convertToDouble() : 0.0;
+              return success();
+            })
+            .Case([&](SiluOp) {
+              o->opcode = plan::OpCode::Silu;
+              return success();
+            })
+            .Case([&](GeluOp m) {
+              o->opcode = plan::OpCode::Gelu;
+              o->gelu_approximation =
+                  m.getApproximation() == GeluApproximation::tanh
+                      ? plan::GeluApproximation::Tanh
+                      : plan::GeluApproximation::None;
+              return success();
+            })
+            .Case([&](EmbeddingOp m) {
+              o->opcode = plan::OpCode::Embedding;
+              if (auto vg = m.getVocabGroup()) {
+                auto g = groupIndex(&op, *vg);
+                if (failed(g))
+                  return failure();
+                o->vocab_group = *g;
+              }
+              return success();
+            })
+            .Case([&](SoftmaxOp m) {
+              o->opcode = plan::OpCode::Softmax;
+              o->dim = m.getDim();
+              return success();
+            })
+            .Case([&](SliceOp m) {
+              o->opcode = plan::OpCode::Slice;
+              o->offsets.assign(m.getOffsets().begin(), m.getOffsets().end());
+              o->sizes.assign(m.getSizes().begin(), m.getSizes().end());
+              return success();
+            })
+            .Case([&](ConcatOp m) {
+              o->opcode = plan::OpCode::Concat;
+              o->dim = m.getDim();
+              return success();
+            })
+            .Case([&](ReshapeOp) {
+              o->opcode = plan::OpCode::Reshape;
+              return success();
+            })
+            .Case<AllReduceOp, AllReduceStartOp>([&](auto m) {
+              o->opcode = isStart ? plan::OpCode::AllReduceStart
+                                  : plan::OpCode::AllReduce;
+              o->reduce_kind = reduceKindOf(m.getKind());
+              return group(m.getGroup());
+            })
+            .Case<AllGatherOp, AllGatherStartOp>([&](auto m) {
+              o->opcode = isStart ? plan::OpCode::AllGatherStart
+                                  : plan::OpCode::AllGather;
+              o->dim = m.getDim();
+              return group(m.getGroup());
+            })
+            .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto m) {
+              o->opcode = isStart ? plan::OpCode::ReduceScatterStart
+                                  : plan::OpCode::ReduceScatter;
+              o->reduce_kind = reduceKindOf(m.getKind());
+              o->dim = m.getDim();
+              return group(m.getGroup());
+            })
+            .Case<AllToAllOp, AllToAllStartOp>([&](auto m) {
+              o->opcode = isStart ? plan::OpCode::AllToAllStart
+                                  : plan::OpCode::AllToAll;
+              o->split_dim = m.getSplitDim();
+              o->concat_dim = m.getConcatDim();
+              return group(m.getGroup());
+            })
+            .Case<BroadcastOp, BroadcastStartOp>([&](auto m) {
+              o->opcode = isStart ? plan::OpCode::BroadcastStart
+                                  : plan::OpCode::Broadcast;
+              o->root = m.getRoot();
+              return group(m.getGroup());
+            })
+            .Case<SendOp, SendStartOp>([&](auto m) {
+              o->opcode =
+                  isStart ? plan::OpCode::SendStart : plan::OpCode::Send;
+              o->peer = m.getPeer();
+              return group(m.getGroup());
+            })
+            .Case<RecvOp, RecvStartOp>([&](auto m) {
+              o->opcode =
+                  isStart ? plan::OpCode::RecvStart : plan::OpCode::Recv;
+              o->peer = m.getPeer();
+              return group(m.getGroup());
+            })
+            .Case([&](WaitOp m) {
+              o->opcode = plan::OpCode::Wait;
+              auto h = fx.handleId(m.getHandle());
+              if (failed(h))
+                return failure();
+              o->handle = *h;
+              return success();
+            })
+            .Default([&](Operation *other) {
+              return other->emitOpError("has no plan opcode"), failure();
+            });
+    if (failed(ok))
+      return failure();
+
+    if (!isa<WaitOp>(op)) {
+      for (Value operand : op.getOperands()) {
+        auto id = fx.tensorId(operand);
+        if (failed(id))
+          return failure();
+        o->operands.push_back(*id);
+      }
+      if (isStart) {
+        auto h = fx.handleId(op.getResult(0));
+        if (failed(h))
+          return failure();
+        o->handle = *h;
+        if (!isa<SendStartOp>(op)) {
+          auto payload = fx.tensorId(op.getResult(0));
+          if (failed(payload))
+            return failure();
+          o->results.push_back(*payload);
+        }
+      } else {
+        for (Value r : op.getResults()) {
+          auto id = fx.tensorId(r);
+          if (failed(id))
+            return failure();
+          o->results.push_back(*id);
+        }
+      }
+    }
+    ops.push_back(std::move(o));
+  }
+  out->num_handles = fx.numHandles();
+  plan_.functions.push_back(std::move(out));
+  return success();
+}
+
+FailureOr<std::vector<uint8_t>> PlanExporter::run() {
+  plan_.version = ::braid::rt::kPlanFormatVersion;
+  if (failed(collectGroups()))
+    return failure();
+  for (auto func : module_.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    if (failed(exportFunction(func)))
+      return failure();
+  }
+  if (plan_.functions.empty())
+    return module_.emitError("no public function to export as a plan entry"),
+           failure();
+
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(plan::Plan::Pack(fbb, &plan_), plan::PlanIdentifier());
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                             fbb.GetBufferPointer() + fbb.GetSize());
+  // The runtime's loader is the judge of a valid plan.
+  auto loaded = ::braid::rt::loadPlan(bytes);
+  if (!loaded)
+    return module_.emitError("exported plan is rejected by the runtime "
+                             "loader (an exporter bug): ")
+               << loaded.status().message(),
+           failure();
+  return bytes;
+}
+
+namespace braid {
+FailureOr<std::vector<uint8_t>> exportPlan(ModuleOp module) {
+  return PlanExporter(module).run();
+}
+} // namespace braid
