@@ -27,7 +27,8 @@ static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
 static cl::opt<std::string> passPipeline(
     "pass-pipeline",
     cl::desc("Textual pass pipeline to run instead of the default, e.g. "
-             "'builtin.module(braid-simplify,braid-plan-memory{reuse=false})'"),
+             "'builtin.module(braid-simplify,braid-plan-memory{reuse=false})'"
+             ", or 'none' (translate the imported IR as is)"),
     cl::init(""));
 static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Write the compiled IR instead of the "
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
     return fail("bad pass manager options");
   if (passPipeline.empty()) {
     braid::buildDefaultPipeline(pm);
+  } else if (passPipeline == "none") {
+    // Nothing: the reference point for differential tests.
   } else if (mlir::failed(mlir::parsePassPipeline(passPipeline, pm,
                                                   llvm::errs()))) {
     return fail("cannot parse --pass-pipeline '" + passPipeline + "'");
