@@ -69,4 +69,46 @@ def BraidPlanMemoryPass : Pass<"braid-plan-memory", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidEstimatePass : Pass<"braid-estimate", "::mlir::ModuleOp"> {
+  let summary = "Cost-model timeline of every entry function: step time, "
+                "exposed communication, overlap";
+  let description = [{
+    Prices every op on a hardware target (`targets/*.json`, or a path) and
+    replays each public function as the ranks would run it: serially for
+    unscheduled IR, per stream honoring data dependencies and async
+    start/wait pairs for scheduled IR (`braid.stream` on ops; async starts
+    default to a communication stream). The host launches kernels at the
+    target's eager or CUDA Graph launch cost.
+
+    Reports per function: step time T, compute time C, communication time
+    M, exposed communication (a collective running while no compute does),
+    T_serial (the same ops on one stream), overlap efficiency
+    (T_serial - T) / min(C, M), the ideal bound max(C, M), launch gaps and
+    the critical path, and time per op kind. Text by default, JSON with
+    `format=json`; `trace=file.json` writes a Chrome trace (one track per
+    rank x stream). The IR is not changed.
+
+    ```sh
+    braid-import models/llama-3-70b/config.json --tp 8 --seq 4096 |
+      braid-opt --braid-estimate="target=h100-sxm-x8 trace=70b.json" -o /dev/null
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
+           "Target preset name (targets/<name>.json) or a target .json path">,
+    Option<"launch", "launch", "std::string", "\"graph\"",
+           "Kernel launch model: graph (CUDA Graph replay) or eager">,
+    Option<"format", "format", "std::string", "\"text\"",
+           "Report format: text or json">,
+    Option<"report", "report", "std::string", "\"-\"",
+           "Where the report goes ('-': stdout)">,
+    Option<"trace", "trace", "std::string", "\"\"",
+           "Write a Chrome trace event file (Perfetto, chrome://tracing)">,
+    Option<"calibration", "calibration", "std::string", "\"\"",
+           "CSV of measured per-op times (op,shape,us) that replace the "
+           "model where they match">,
+  ];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+}
+
 #endif // BRAID_PASSES_TD

@@ -29,14 +29,14 @@ int64_t StepStats::collectiveBytes() const {
   return total;
 }
 
-static int64_t matmulFlops(MatmulOp op) {
+int64_t mlir::braid::matmulFlopCount(MatmulOp op) {
   auto a = cast<RankedTensorType>(op.getA().getType());
   int64_t k = op.getTransposeA() ? a.getDimSize(a.getRank() - 2)
                                  : a.getDimSize(a.getRank() - 1);
   return 2 * numElements(op.getType()) * k;
 }
 
-static int64_t attentionFlops(AttentionOp op) {
+int64_t mlir::braid::attentionFlopCount(AttentionOp op) {
   auto q = cast<RankedTensorType>(op.getQ().getType());
   int64_t b = q.getDimSize(0), s = q.getDimSize(1);
   int64_t pos = 0;
@@ -75,9 +75,9 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
     StringRef name = op->getName().stripDialect();
     (void)name.consume_back("_start");
     llvm::TypeSwitch<Operation *>(op)
-        .Case<MatmulOp>([&](auto m) { st.matmulFlops += matmulFlops(m); })
+        .Case<MatmulOp>([&](auto m) { st.matmulFlops += matmulFlopCount(m); })
         .Case<AttentionOp>(
-            [&](auto a) { st.attentionFlops += attentionFlops(a); })
+            [&](auto a) { st.attentionFlops += attentionFlopCount(a); })
         .Case<AddOp, MulOp, SiluOp, GeluOp>([&](Operation *o) {
           st.otherFlops += numElements(o->getResult(0).getType());
         })

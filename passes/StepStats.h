@@ -8,6 +8,7 @@
 #ifndef BRAID_PASSES_STEPSTATS_H
 #define BRAID_PASSES_STEPSTATS_H
 
+#include "dialect/BraidOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -37,6 +38,11 @@ struct StepStats {
   }
   int64_t collectiveBytes() const;
 };
+
+/// 2 x M x N x K (batch dims included).
+int64_t matmulFlopCount(MatmulOp op);
+/// QK^T and PV FLOPs, with the cache convention below.
+int64_t attentionFlopCount(AttentionOp op);
 
 /// Attention is costed for a cache holding `pos + i + 1` keys for query i,
 /// with pos = 0 when a step has several tokens (prefill from an empty

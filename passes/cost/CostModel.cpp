@@ -1,0 +1,370 @@
+//===- CostModel.cpp - Per-op and per-collective time on a target ---------===//
+#include "passes/cost/CostModel.h"
+
+#include "dialect/BraidOps.h"
+#include "passes/MemoryPlan.h"
+#include "passes/StepStats.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::braid;
+
+namespace braid::cost {
+
+double busBandwidthFactor(CollectiveKind kind, int n) {
+  if (n <= 1)
+    return 0;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return 2.0 * (n - 1) / n;
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    return double(n - 1) / n;
+  case CollectiveKind::Broadcast:
+  case CollectiveKind::SendRecv:
+    return 1.0;
+  }
+  return 1.0;
+}
+
+GroupPlacement placeGroup(const Target &target, int size,
+                                       int stride) {
+  GroupPlacement p;
+  p.size = size;
+  // Members are base + j*stride: as many fit in one node as the stride
+  // allows (a stride of a whole node puts every member on its own node).
+  int perNode = std::max(1, target.gpusPerNode / std::max(1, stride));
+  p.local = std::min(size, perNode);
+  p.nodes = (size + p.local - 1) / p.local;
+  return p;
+}
+
+static double transfer(const Link &link, double factor, double bytes) {
+  return factor * bytes / (link.busBandwidthGBs * 1e9);
+}
+
+double collectiveSeconds(const Target &target,
+                                      CollectiveKind kind, double bytes,
+                                      const GroupPlacement &g) {
+  if (g.size <= 1)
+    return 0; // a group of one moves nothing
+  const Link &intra = target.intraNode, &inter = target.interNode;
+  double us = 1e-6;
+  if (g.nodes == 1)
+    return intra.latencyUs * us +
+           transfer(intra, busBandwidthFactor(kind, g.size), bytes);
+  if (g.local == 1)
+    return inter.latencyUs * us +
+           transfer(inter, busBandwidthFactor(kind, g.size), bytes);
+  // Hierarchical (NCCL's tree/ring over rails): the node's `local` GPUs
+  // each carry 1/local of the inter-node traffic on their own NIC, and
+  // NVLink moves the rest inside the node.
+  int l = g.local, n = g.nodes;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    // reduce_scatter in the node, all_reduce across nodes on 1/l of the
+    // data, all_gather in the node.
+    return (2 * intra.latencyUs + inter.latencyUs) * us +
+           2 * transfer(intra, busBandwidthFactor(CollectiveKind::AllGather, l),
+                        bytes) +
+           transfer(inter, busBandwidthFactor(CollectiveKind::AllReduce, n),
+                    bytes / l);
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    return (intra.latencyUs + inter.latencyUs) * us +
+           transfer(intra, busBandwidthFactor(kind, l), bytes) +
+           transfer(inter, busBandwidthFactor(kind, n), bytes / l);
+  case CollectiveKind::Broadcast:
+  case CollectiveKind::SendRecv:
+    return (intra.latencyUs + inter.latencyUs) * us +
+           transfer(inter, 1.0, bytes) +
+           (kind == CollectiveKind::Broadcast ? transfer(intra, 1.0, bytes)
+                                              : 0.0);
+  }
+  return 0;
+}
+
+double memorySeconds(const Target &target, double bytes) {
+  return bytes / (target.memoryBandwidthGBs * 1e9 * target.memoryEfficiency);
+}
+
+double matmulSeconds(const Target &target, double flops,
+                                  double minDim, double bytes,
+                                  llvm::StringRef elementType) {
+  double rate = target.peakMatmulTflops(elementType) * 1e12 *
+                target.matmulEfficiencyAt(minDim);
+  return std::max(flops / rate, memorySeconds(target, bytes));
+}
+
+double attentionSeconds(const Target &target, double flops,
+                                     double bytes,
+                                     llvm::StringRef elementType) {
+  double rate = target.peakMatmulTflops(elementType) * 1e12 *
+                target.attentionEfficiency;
+  return std::max(flops / rate, memorySeconds(target, bytes));
+}
+
+//===----------------------------------------------------------------------===//
+// Calibration
+//===----------------------------------------------------------------------===//
+
+std::string Calibration::shapeKey(Operation *op) {
+  std::string key;
+  for (Value v : op->getOperands()) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t)
+      continue;
+    if (!key.empty())
+      key += ";";
+    for (auto [i, d] : llvm::enumerate(t.getShape()))
+      key += (i ? "x" : "") + std::to_string(d);
+  }
+  return key;
+}
+
+llvm::Expected<Calibration> Calibration::parse(llvm::StringRef csv,
+                                               llvm::StringRef fileName) {
+  Calibration c;
+  llvm::SmallVector<llvm::StringRef> lines;
+  csv.split(lines, '\n');
+  bool header = true;
+  for (auto [i, rawLine] : llvm::enumerate(lines)) {
+    llvm::StringRef line = rawLine.trim();
+    if (line.empty() || line.starts_with("#"))
+      continue;
+    auto fail = [&](const llvm::Twine &what) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     fileName + ":" + llvm::Twine(i + 1) +
+                                         ": " + what);
+    };
+    llvm::SmallVector<llvm::StringRef> fields;
+    line.split(fields, ',');
+    if (header) {
+      header = false;
+      if (fields.size() != 3 || fields[0].trim() != "op" ||
+          fields[1].trim() != "shape" || fields[2].trim() != "us")
+        return fail("expected the header 'op,shape,us'");
+      continue;
+    }
+    if (fields.size() != 3)
+      return fail("expected 3 fields 'op,shape,us', got " +
+                  llvm::Twine(fields.size()));
+    double us;
+    if (fields[2].trim().getAsDouble(us) || !(us >= 0) || !std::isfinite(us))
+      return fail("'" + fields[2].trim() + "' is not a time in microseconds");
+    std::string op = fields[0].trim().str();
+    if (!llvm::StringRef(op).starts_with("braid."))
+      op = "braid." + op;
+    c.entries_[op + "|" + fields[1].trim().str()] = us * 1e-6;
+  }
+  if (header)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fileName + ": empty calibration file");
+  return c;
+}
+
+llvm::Expected<Calibration> Calibration::load(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(),
+                                   "cannot read calibration '" + path +
+                                       "': " + buffer.getError().message());
+  return parse((*buffer)->getBuffer(), path);
+}
+
+std::optional<double> Calibration::lookupSeconds(Operation *op) const {
+  auto it = entries_.find(op->getName().getStringRef().str() + "|" +
+                          shapeKey(op));
+  if (it == entries_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// CostModel
+//===----------------------------------------------------------------------===//
+
+CostModel::CostModel(const Target &target, LaunchMode launch, ModuleOp module,
+                     const Calibration *calibration)
+    : target_(target), launch_(launch), calibration_(calibration) {
+  // Mesh layout as in the plan: declaration order, first group innermost.
+  int stride = 1;
+  for (auto group : module.getOps<DeviceGroupOp>()) {
+    int size = int(group.getSize());
+    groups_[group.getSymName()] = placeGroup(target, size, stride);
+    stride *= size;
+  }
+  world_ = stride;
+}
+
+double CostModel::launchSeconds() const {
+  return (launch_ == LaunchMode::Eager ? target_.eagerLaunchUs
+                                       : target_.graphLaunchUs) *
+         1e-6;
+}
+
+static std::string elementTypeName(Type type) {
+  Type e = cast<ShapedType>(type).getElementType();
+  if (e.isBF16())
+    return "bf16";
+  if (e.isF16())
+    return "fp16";
+  return "fp32";
+}
+
+static double operandBytes(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += double(tensorBytes(v.getType()));
+  return bytes;
+}
+
+static double resultBytes(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getResults())
+    bytes += double(tensorBytes(v.getType()));
+  return bytes;
+}
+
+OpCost CostModel::cost(Operation *op) const {
+  OpCost c;
+  if (isa<ParameterOp, func::ReturnOp, ReshapeOp>(op)) {
+    c.bound = "view"; // no kernel: parameters are resident, reshape a view
+    return c;
+  }
+  if (isa<WaitOp>(op)) {
+    c.cls = OpClass::Sync; // a stream wait on the collective's event
+    return c;
+  }
+  auto collective = [&](CollectiveKind kind, StringRef group, double bytes) {
+    c.cls = OpClass::Communication;
+    c.kernel = true;
+    c.bytes = bytes;
+    auto it = groups_.find(group);
+    GroupPlacement g = it == groups_.end() ? GroupPlacement() : it->second;
+    c.seconds = collectiveSeconds(target_, kind, bytes, g);
+    double alpha = (g.nodes == 1 ? target_.intraNode.latencyUs
+                                 : target_.interNode.latencyUs) *
+                   1e-6;
+    c.bound = c.seconds < 2 * alpha ? "latency" : "bandwidth";
+  };
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<AllReduceOp, AllReduceStartOp>([&](auto m) {
+        collective(CollectiveKind::AllReduce, m.getGroup(),
+                   double(tensorBytes(m.getInput().getType())));
+      })
+      .Case<AllGatherOp>([&](auto m) {
+        collective(CollectiveKind::AllGather, m.getGroup(),
+                   double(tensorBytes(m.getType())));
+      })
+      .Case<AllGatherStartOp>([&](auto m) {
+        // The output is the input times the group size.
+        double in = double(tensorBytes(m.getInput().getType()));
+        auto it = groups_.find(m.getGroup());
+        collective(CollectiveKind::AllGather, m.getGroup(),
+                   in * (it == groups_.end() ? 1 : it->second.size));
+      })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto m) {
+        collective(CollectiveKind::ReduceScatter, m.getGroup(),
+                   double(tensorBytes(m.getInput().getType())));
+      })
+      .Case<AllToAllOp, AllToAllStartOp>([&](auto m) {
+        collective(CollectiveKind::AllToAll, m.getGroup(),
+                   double(tensorBytes(m.getInput().getType())));
+      })
+      .Case<BroadcastOp, BroadcastStartOp>([&](auto m) {
+        collective(CollectiveKind::Broadcast, m.getGroup(),
+                   double(tensorBytes(m.getInput().getType())));
+      })
+      .Case<SendOp, SendStartOp>([&](auto m) {
+        collective(CollectiveKind::SendRecv, m.getGroup(),
+                   double(tensorBytes(m.getInput().getType())));
+      })
+      .Case<RecvOp>([&](auto m) {
+        collective(CollectiveKind::SendRecv, m.getGroup(),
+                   double(tensorBytes(m.getType())));
+      })
+      .Case<RecvStartOp>([&](RecvStartOp m) {
+        auto handle = cast<HandleType>(m.getType());
+        collective(CollectiveKind::SendRecv, m.getGroup(),
+                   double(tensorBytes(handle.getPayload())));
+      })
+      .Case<MatmulOp>([&](MatmulOp m) {
+        auto a = cast<RankedTensorType>(m.getA().getType());
+        auto out = cast<RankedTensorType>(m.getType());
+        int64_t k = m.getTransposeA() ? a.getDimSize(a.getRank() - 2)
+                                      : a.getDimSize(a.getRank() - 1);
+        int64_t n = out.getDimSize(out.getRank() - 1);
+        int64_t rows = out.getNumElements() / std::max<int64_t>(n, 1);
+        c.cls = OpClass::Compute;
+        c.flops = double(matmulFlopCount(m));
+        c.bytes = operandBytes(op) + resultBytes(op);
+        double minDim = double(std::min({rows, n, k}));
+        c.seconds = matmulSeconds(target_, c.flops, minDim, c.bytes,
+                                  elementTypeName(m.getType()));
+        c.bound = c.seconds > memorySeconds(target_, c.bytes) ? "compute"
+                                                              : "memory";
+      })
+      .Case<AttentionOp>([&](AttentionOp m) {
+        c.cls = OpClass::Compute;
+        c.flops = double(attentionFlopCount(m));
+        c.bytes = double(tensorBytes(m.getQ().getType()) +
+                         tensorBytes(m.getK().getType()) +
+                         tensorBytes(m.getV().getType()) +
+                         tensorBytes(m.getOutput().getType()));
+        if (m.hasCache()) {
+          // Keys and values read back from the cache: the filled part, by
+          // the same convention as the FLOPs (full cache for decode).
+          auto kc = cast<RankedTensorType>(m.getKCache().getType());
+          auto q = cast<RankedTensorType>(m.getQ().getType());
+          double fill = q.getDimSize(1) == 1 ? 1.0
+                                             : double(q.getDimSize(1)) /
+                                                   double(kc.getDimSize(1));
+          c.bytes += 2 * fill * double(tensorBytes(kc));
+        }
+        c.seconds = attentionSeconds(target_, c.flops, c.bytes,
+                                     elementTypeName(m.getQ().getType()));
+        c.bound = c.seconds > memorySeconds(target_, c.bytes) ? "compute"
+                                                              : "memory";
+      })
+      .Case<EmbeddingOp>([&](EmbeddingOp m) {
+        // Gathers one row per id: reads as many bytes as it writes.
+        c.cls = OpClass::Compute;
+        c.bytes = double(tensorBytes(m.getIds().getType())) +
+                  2 * double(tensorBytes(m.getType()));
+        c.seconds = memorySeconds(target_, c.bytes);
+        c.bound = "memory";
+      })
+      .Default([&](Operation *other) {
+        // Norms, rope, elementwise, softmax, slice, concat: memory-bound
+        // streams; a few FLOPs per element on the vector units.
+        c.cls = OpClass::Compute;
+        c.bytes = operandBytes(other) + resultBytes(other);
+        double elements = 0;
+        for (Value r : other->getResults())
+          if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+            elements += double(t.getNumElements());
+        c.flops = isa<SliceOp, ConcatOp>(other) ? 0 : 8 * elements;
+        c.seconds = std::max(memorySeconds(target_, c.bytes),
+                             c.flops / (target_.vectorTflops * 1e12));
+        c.bound = "memory";
+      });
+  if (c.cls == OpClass::Compute)
+    c.kernel = true;
+  if (calibration_)
+    if (std::optional<double> measured = calibration_->lookupSeconds(op)) {
+      c.seconds = *measured;
+      c.bound = "calibrated";
+    }
+  return c;
+}
+
+} // namespace braid::cost

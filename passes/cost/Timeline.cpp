@@ -1,0 +1,333 @@
+//===- Timeline.cpp - Simulated per-stream timeline of one step -----------===//
+#include "passes/cost/Timeline.h"
+
+#include "dialect/BraidOps.h"
+
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::braid;
+
+namespace braid::cost {
+
+double Timeline::overlapEfficiency() const {
+  double hidden = std::min(computeTime, commTime);
+  if (hidden <= 0)
+    return std::nan("");
+  return (serialTime - stepTime) / hidden;
+}
+
+static std::string describe(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto printTypes = [&](auto values) {
+    bool first = true;
+    for (Value v : values) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t)
+        continue;
+      os << (first ? "" : ", ");
+      first = false;
+      for (int64_t d : t.getShape())
+        os << d << "x";
+      os << t.getElementType();
+    }
+  };
+  printTypes(op->getOperands());
+  os << " -> ";
+  printTypes(op->getResults());
+  return s;
+}
+
+/// Total length of the union of [start, end) intervals.
+static double unionLength(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, curStart = 0, curEnd = -1;
+  for (auto [s, e] : v) {
+    if (s > curEnd) {
+      if (curEnd > curStart)
+        total += curEnd - curStart;
+      curStart = s;
+      curEnd = e;
+    } else {
+      curEnd = std::max(curEnd, e);
+    }
+  }
+  if (curEnd > curStart)
+    total += curEnd - curStart;
+  return total;
+}
+
+Timeline simulate(func::FuncOp func, const CostModel &model,
+                               bool serial) {
+  Timeline t;
+  t.function = func.getSymName().str();
+  struct Ready {
+    double time = 0;
+    int entry = -1;
+  };
+  llvm::DenseMap<Value, Ready> ready;
+  std::vector<double> streamFree(2, 0.0);
+  std::vector<int> streamLast(2, -1);
+  double host = 0; // when the host has issued the last kernel
+  int lastKernel = -1;
+
+  for (Operation &op : func.getBody().front()) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    OpCost c = model.cost(&op);
+    Ready operands;
+    for (Value v : op.getOperands()) {
+      auto it = ready.find(v);
+      if (it != ready.end() && it->second.time >= operands.time &&
+          it->second.entry >= 0)
+        operands = it->second;
+    }
+    if (c.cls == OpClass::Free) {
+      // Views and resident parameters: ready when their inputs are.
+      for (Value r : op.getResults())
+        ready[r] = operands;
+      continue;
+    }
+    int stream = 0;
+    if (!serial) {
+      if (auto attr = op.getAttrOfType<IntegerAttr>("braid.stream"))
+        stream = int(attr.getInt());
+      else if (op.hasTrait<OpTrait::BraidAsyncStart>())
+        stream = 1;
+    }
+    if (size_t(stream) >= streamFree.size()) {
+      streamFree.resize(size_t(stream) + 1, 0.0);
+      streamLast.resize(size_t(stream) + 1, -1);
+    }
+    TimelineEntry e;
+    e.op = &op;
+    e.name = op.getName().stripDialect().str();
+    e.detail = describe(&op);
+    e.stream = stream;
+    e.cost = c;
+    e.start = streamFree[size_t(stream)];
+    e.criticalPredecessor = streamLast[size_t(stream)];
+    if (operands.time > e.start) {
+      e.start = operands.time;
+      e.criticalPredecessor = operands.entry;
+    }
+    // Every kernel costs the graph node overhead on the device (the
+    // dependent-kernel gap graphs keep); eager launch in addition makes
+    // the host issue kernels one by one at the eager cost, so a kernel
+    // cannot start before its launch call returns: hidden while the GPU
+    // is busy, the bottleneck when kernels are short.
+    double launchOnDevice = c.kernel ? model.target().graphLaunchUs * 1e-6 : 0;
+    if (c.kernel && model.launchMode() == LaunchMode::Eager) {
+      host += model.launchSeconds();
+      if (host > e.start) {
+        e.start = host;
+        e.criticalPredecessor = lastKernel;
+      }
+    }
+    e.launch = launchOnDevice;
+    e.end = e.start + launchOnDevice + c.seconds;
+    int index = int(t.entries.size());
+    if (c.kernel)
+      lastKernel = index;
+    streamFree[size_t(stream)] = e.end;
+    streamLast[size_t(stream)] = index;
+    for (Value r : op.getResults())
+      ready[r] = {e.end, index};
+    if (c.cls == OpClass::Compute)
+      t.computeTime += c.seconds;
+    if (c.cls == OpClass::Communication)
+      t.commTime += c.seconds;
+    KindTotal &k = t.byKind[e.name];
+    ++k.count;
+    k.seconds += c.seconds;
+    t.stepTime = std::max(t.stepTime, e.end);
+    t.entries.push_back(std::move(e));
+  }
+  t.numStreams = 1;
+  for (const TimelineEntry &e : t.entries)
+    t.numStreams = std::max(t.numStreams, e.stream + 1);
+
+  std::vector<std::pair<double, double>> compute, comm, both;
+  for (const TimelineEntry &e : t.entries) {
+    // Device execution only: launch overhead is neither.
+    if (e.cost.cls == OpClass::Compute)
+      compute.push_back({e.start + e.launch, e.end});
+    if (e.cost.cls == OpClass::Communication)
+      comm.push_back({e.start + e.launch, e.end});
+  }
+  both = compute;
+  both.insert(both.end(), comm.begin(), comm.end());
+  // |comm \ compute| = |comm u compute| - |compute|.
+  t.exposedComm = unionLength(both) - unionLength(compute);
+
+  int last = -1;
+  for (int i = 0; i < int(t.entries.size()); ++i)
+    if (last < 0 || t.entries[size_t(i)].end > t.entries[size_t(last)].end)
+      last = i;
+  double busy = 0;
+  for (int i = last; i >= 0; i = t.entries[size_t(i)].criticalPredecessor) {
+    const TimelineEntry &e = t.entries[size_t(i)];
+    t.criticalPath.push_back(i);
+    busy += e.cost.seconds;
+    if (e.cost.cls == OpClass::Compute)
+      t.criticalCompute += e.cost.seconds;
+    if (e.cost.cls == OpClass::Communication)
+      t.criticalComm += e.cost.seconds;
+  }
+  std::reverse(t.criticalPath.begin(), t.criticalPath.end());
+  t.launchGaps = std::max(0.0, t.stepTime - busy);
+  t.serialTime = serial ? t.stepTime : simulate(func, model, true).stepTime;
+  return t;
+}
+
+static std::string ms(double seconds) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.3f ms", seconds * 1e3);
+  return s;
+}
+
+static std::string percent(double fraction) {
+  if (std::isnan(fraction))
+    return "n/a";
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.1f%%", fraction * 100);
+  return s;
+}
+
+void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
+                                    const CostModel &model) {
+  const Target &target = model.target();
+  os << "braid-estimate @" << t.function << " on " << target.name << " ("
+     << (model.launchMode() == LaunchMode::Eager ? "eager" : "graph")
+     << " launch), " << model.worldSize() << " ranks, " << t.numStreams
+     << " streams\n";
+  auto row = [&](llvm::StringRef label, const std::string &value,
+                 llvm::StringRef note = "") {
+    os << "  " << llvm::left_justify(label, 26) << llvm::right_justify(value, 14);
+    if (!note.empty())
+      os << "  " << note;
+    os << "\n";
+  };
+  row("step time (T)", ms(t.stepTime));
+  row("compute time (C)", ms(t.computeTime));
+  row("communication time (M)", ms(t.commTime),
+      (percent(t.commTime / std::max(t.computeTime + t.commTime, 1e-30)) +
+       " of C+M")
+          .c_str());
+  row("exposed communication", ms(t.exposedComm),
+      (percent(t.exposedComm / std::max(t.stepTime, 1e-30)) + " of T").c_str());
+  row("serial time (T_serial)", ms(t.serialTime));
+  row("overlap efficiency", percent(t.overlapEfficiency()),
+      "(T_serial - T) / min(C, M)");
+  row("ideal bound max(C, M)", ms(t.idealBound()));
+  row("launch gaps", ms(t.launchGaps), "T minus busy time on the critical path");
+  std::string path;
+  llvm::raw_string_ostream(path)
+      << t.criticalPath.size() << " ops";
+  row("critical path", path,
+      ("compute " + ms(t.criticalCompute) + ", communication " +
+       ms(t.criticalComm))
+          .c_str());
+  os << "  by op:\n";
+  std::vector<std::pair<std::string, KindTotal>> kinds(t.byKind.begin(),
+                                                       t.byKind.end());
+  std::stable_sort(kinds.begin(), kinds.end(), [](auto &a, auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  for (auto &[name, k] : kinds)
+    os << "    " << llvm::left_justify(name, 22)
+       << llvm::right_justify(std::to_string(k.count), 6) << " ops "
+       << llvm::right_justify(ms(k.seconds), 14) << "\n";
+}
+
+static llvm::json::Value nanoseconds(double seconds) {
+  return int64_t(std::llround(seconds * 1e9));
+}
+
+static llvm::json::Value microseconds(double seconds) {
+  return std::round(seconds * 1e9) / 1e3; // trace timestamps, 1 ns steps
+}
+
+llvm::json::Value timelineJson(const Timeline &t,
+                                            const CostModel &model) {
+  llvm::json::Object byKind;
+  for (auto &[name, k] : t.byKind)
+    byKind[name] = llvm::json::Object{{"count", k.count},
+                                      {"time_ns", nanoseconds(k.seconds)}};
+  double eff = t.overlapEfficiency();
+  return llvm::json::Object{
+      {"function", t.function},
+      {"target", model.target().name},
+      {"launch", model.launchMode() == LaunchMode::Eager ? "eager" : "graph"},
+      {"ranks", model.worldSize()},
+      {"streams", t.numStreams},
+      {"step_time_ns", nanoseconds(t.stepTime)},
+      {"compute_time_ns", nanoseconds(t.computeTime)},
+      {"communication_time_ns", nanoseconds(t.commTime)},
+      {"exposed_communication_ns", nanoseconds(t.exposedComm)},
+      {"serial_time_ns", nanoseconds(t.serialTime)},
+      {"overlap_efficiency",
+       std::isnan(eff) ? llvm::json::Value(nullptr) : llvm::json::Value(eff)},
+      {"ideal_bound_ns", nanoseconds(t.idealBound())},
+      {"launch_gaps_ns", nanoseconds(t.launchGaps)},
+      {"critical_path",
+       llvm::json::Object{{"ops", int64_t(t.criticalPath.size())},
+                          {"compute_ns", nanoseconds(t.criticalCompute)},
+                          {"communication_ns", nanoseconds(t.criticalComm)}}},
+      {"by_op", std::move(byKind)}};
+}
+
+llvm::json::Value chromeTrace(llvm::ArrayRef<Timeline> timelines,
+                                           const CostModel &model) {
+  llvm::json::Array events;
+  int streams = 1;
+  for (const Timeline &t : timelines)
+    streams = std::max(streams, t.numStreams);
+  for (int rank = 0; rank < model.worldSize(); ++rank) {
+    events.push_back(llvm::json::Object{
+        {"name", "process_name"},
+        {"ph", "M"},
+        {"pid", rank},
+        {"args", llvm::json::Object{{"name", "rank " + std::to_string(rank)}}}});
+    for (int s = 0; s < streams; ++s)
+      events.push_back(llvm::json::Object{
+          {"name", "thread_name"},
+          {"ph", "M"},
+          {"pid", rank},
+          {"tid", s},
+          {"args", llvm::json::Object{
+                       {"name", "stream " + std::to_string(s) +
+                                    (s == 0 ? " (compute)" : " (comm)")}}}});
+  }
+  double offset = 0;
+  for (const Timeline &t : timelines) {
+    for (int rank = 0; rank < model.worldSize(); ++rank)
+      for (const TimelineEntry &e : t.entries) {
+        if (e.cost.cls == OpClass::Sync)
+          continue;
+        events.push_back(llvm::json::Object{
+            {"name", e.name},
+            {"cat", e.cost.cls == OpClass::Communication ? "communication"
+                                                          : "compute"},
+            {"ph", "X"},
+            {"pid", rank},
+            {"tid", e.stream},
+            {"ts", microseconds(offset + e.start)},
+            {"dur", microseconds(e.end - e.start)},
+            {"args", llvm::json::Object{{"function", t.function},
+                                        {"shapes", e.detail},
+                                        {"bytes", e.cost.bytes},
+                                        {"flops", e.cost.flops},
+                                        {"bound", e.cost.bound}}}});
+      }
+    offset += t.stepTime * 1.05; // a visible gap between functions
+  }
+  return llvm::json::Object{{"traceEvents", std::move(events)},
+                            {"displayTimeUnit", "ms"}};
+}
+
+} // namespace braid::cost

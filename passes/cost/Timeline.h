@@ -1,0 +1,83 @@
+//===- Timeline.h - Simulated per-stream timeline of one step ---*- C++ -*-===//
+//
+// Replays an entry function on the cost model. Every op runs on a stream:
+// `braid.stream` when the IR is scheduled, otherwise compute and sync
+// collectives on stream 0 and async collectives (`*_start`) on stream 1.
+// An op starts when its stream is free, its operands are ready (an async
+// payload at its collective's end; `braid.wait` makes the waiting stream
+// block on it) and, in eager mode, the host has launched it: the host
+// issues kernels one after another at the eager launch cost, so short
+// kernels can be launch-bound. Every kernel also costs the graph launch
+// cost on the device (the per-node gap that CUDA Graph replay keeps). Ranks run the same program (SPMD): one
+// rank's timeline is every rank's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_PASSES_COST_TIMELINE_H
+#define BRAID_PASSES_COST_TIMELINE_H
+
+#include "passes/cost/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace braid::cost {
+
+struct TimelineEntry {
+  mlir::Operation *op = nullptr;
+  std::string name;   // op name without the dialect prefix
+  std::string detail; // shapes and bytes, for the trace
+  int stream = 0;
+  double start = 0, end = 0; // seconds from step start
+  double launch = 0; // the part of [start, end) that is launch overhead
+  OpCost cost;
+  int criticalPredecessor = -1; // entry whose end fixed this start
+};
+
+struct KindTotal {
+  int64_t count = 0;
+  double seconds = 0;
+};
+
+struct Timeline {
+  std::string function;
+  std::vector<TimelineEntry> entries;
+  int numStreams = 1;
+  double stepTime = 0;      // T: the makespan
+  double computeTime = 0;   // C: sum of compute op times
+  double commTime = 0;      // M: sum of collective times
+  double serialTime = 0;    // T_serial: the same ops on one stream
+  double exposedComm = 0;   // time a collective runs and no compute does
+  double launchGaps = 0;    // T minus the busy time on the critical path
+  std::vector<int> criticalPath;
+  double criticalCompute = 0, criticalComm = 0;
+  std::map<std::string, KindTotal> byKind;
+
+  double idealBound() const { return std::max(computeTime, commTime); }
+  /// (T_serial - T) / min(C, M); NaN when there is nothing to overlap.
+  double overlapEfficiency() const;
+};
+
+/// Simulates `func` (single block). With `serial`, every op runs on stream
+/// 0 (what the T_serial baseline measures).
+Timeline simulate(mlir::func::FuncOp func, const CostModel &model,
+                  bool serial = false);
+
+/// The report: a text table, or JSON for tools.
+void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
+                       const CostModel &model);
+llvm::json::Value timelineJson(const Timeline &t, const CostModel &model);
+
+/// A Chrome trace event file (Perfetto, chrome://tracing): one process per
+/// rank, one thread per stream, each op an "X" event with its shapes and
+/// bytes; one function after another on the time axis.
+llvm::json::Value chromeTrace(llvm::ArrayRef<Timeline> timelines,
+                              const CostModel &model);
+
+} // namespace braid::cost
+
+#endif // BRAID_PASSES_COST_TIMELINE_H

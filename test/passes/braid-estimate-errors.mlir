@@ -1,0 +1,45 @@
+// Bad targets, options and calibration files are errors that name what is
+// wrong.
+// RUN: not braid-opt %s --braid-estimate="target=tpu-v9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRESET
+// PRESET: error: braid-estimate: unknown target 'tpu-v9' (presets: a100-sxm-x8, h100-pcie-x8, h100-sxm-2x8-ib, h100-sxm-x8, h200-x8; or give a .json path)
+// RUN: not braid-opt %s --braid-estimate="target=%t.missing.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: error: braid-estimate: cannot read target '{{.*}}missing.json'
+// RUN: not braid-opt %s --braid-estimate="launch=warp" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LAUNCH
+// LAUNCH: error: braid-estimate: launch must be 'graph' or 'eager', got 'warp'
+// RUN: not braid-opt %s --braid-estimate="format=xml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
+// FORMAT: error: braid-estimate: format must be 'text' or 'json', got 'xml'
+//
+// RUN: sed 's/"memory_bandwidth_gbs": 1000/"memory_bandwidth_gbs": -3/' %S/Inputs/round-numbers-target.json > %t.neg.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.neg.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: error: braid-estimate: {{.*}}neg.json: gpu.memory_bandwidth_gbs: expected a positive number
+// RUN: grep -v '"memory_gib"' %S/Inputs/round-numbers-target.json > %t.nomem.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.nomem.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFIELD
+// NOFIELD: error: braid-estimate: {{.*}}nomem.json: gpu.memory_gib: missing
+// RUN: sed 's/"memory_efficiency": 1.0/"memory_efficiency": 1.5/' %S/Inputs/round-numbers-target.json > %t.eff.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.eff.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FRACTION
+// FRACTION: error: braid-estimate: {{.*}}eff.json: gpu.memory_efficiency: expected a fraction in (0, 1], got 1.5
+// RUN: grep -v '"links.intra_node": ' %S/Inputs/round-numbers-target.json | sed 's/"gpu.kernel_launch_us": "test value",/"gpu.kernel_launch_us": "test value"/' > %t.nosrc.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.nosrc.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SOURCE
+// SOURCE: error: braid-estimate: {{.*}}nosrc.json: sources.links.intra_node: missing
+// RUN: sed 's/"nodes": 1/"nodes": 2/' %S/Inputs/round-numbers-target.json > %t.twonode.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.twonode.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INTER
+// INTER: error: braid-estimate: {{.*}}twonode.json: links.inter_node: missing
+// RUN: printf '{"name": ' > %t.trunc.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.trunc.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=JSON
+// JSON: error: braid-estimate: {{.*}}trunc.json: not valid JSON
+//
+// RUN: printf 'op,shape\n' > %t.badheader.csv
+// RUN: not braid-opt %s --braid-estimate="calibration=%t.badheader.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVHEAD
+// CSVHEAD: error: braid-estimate: {{.*}}badheader.csv:1: expected the header 'op,shape,us'
+// RUN: printf 'op,shape,us\nmatmul,4x4;4x4,fast\n' > %t.badtime.csv
+// RUN: not braid-opt %s --braid-estimate="calibration=%t.badtime.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVTIME
+// CSVTIME: error: braid-estimate: {{.*}}badtime.csv:2: 'fast' is not a time in microseconds
+//
+// A module larger than the machine.
+// RUN: not braid-opt %s --braid-estimate="target=h100-sxm-x8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WORLD
+// WORLD: error: braid-estimate: the module's device groups span 16 ranks; target 'h100-sxm-x8' has 8 GPUs
+braid.device_group @tp size 16
+func.func @f(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+  %y = braid.silu %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
