@@ -121,12 +121,21 @@ uint16_t braid::rt::floatToF16(float value) {
 }
 
 /// dst[i] = fn(src[i]) for n elements of the given storage types.
+/// Element by element through memcpy: src and dst are often arena storage,
+/// and a plan may place a buffer at any byte offset (the loader checks
+/// bounds, not alignment), so dereferencing a From* / To* there would be a
+/// misaligned access (undefined behavior). The copies compile to plain
+/// loads and stores.
 template <typename From, typename To, typename Fn>
 static void mapElements(const void *src, int64_t n, void *dst, Fn fn) {
-  const From *s = static_cast<const From *>(src);
-  To *d = static_cast<To *>(dst);
-  for (int64_t i = 0; i < n; ++i)
-    d[i] = fn(s[i]);
+  const uint8_t *s = static_cast<const uint8_t *>(src);
+  uint8_t *d = static_cast<uint8_t *>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    From x;
+    std::memcpy(&x, s + size_t(i) * sizeof(From), sizeof(From));
+    To y = fn(x);
+    std::memcpy(d + size_t(i) * sizeof(To), &y, sizeof(To));
+  }
 }
 
 void braid::rt::loadAsFloat(DType dtype, const void *src, int64_t n,
@@ -179,12 +188,9 @@ void braid::rt::loadAsInt(DType dtype, const void *src, int64_t n,
     std::memcpy(dst, src, size_t(n) * 8);
     return;
   }
-  if (dtype == DType::I32) {
-    const int32_t *p = static_cast<const int32_t *>(src);
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = p[i];
-    return;
-  }
+  if (dtype == DType::I32) // may be unaligned: see mapElements
+    return mapElements<int32_t, int64_t>(src, n, dst,
+                                         [](int32_t v) { return int64_t(v); });
   std::vector<float> tmp(static_cast<size_t>(n));
   loadAsFloat(dtype, src, n, tmp.data());
   for (int64_t i = 0; i < n; ++i)

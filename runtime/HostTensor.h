@@ -25,6 +25,9 @@ uint16_t floatToBf16(float value);
 float f16ToFloat(uint16_t bits);
 uint16_t floatToF16(float value);
 
+// The storage side (`src` of the loads, `dst` of the store) may be at any
+// byte address: plan buffers need not be aligned to their dtype.
+
 /// Reads `n` elements of `dtype` at `src` as fp32 (integers are converted).
 void loadAsFloat(DType dtype, const void *src, int64_t n, float *dst);
 /// Writes fp32 values as `dtype` (integers are rounded toward zero).

@@ -2,6 +2,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/HostTensor.h"
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -74,6 +75,21 @@ GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
   p.base = worldRank - p.rankInGroup * p.stride;
   p.instanceKey = int64_t(group) * plan.world_size() + p.base;
   return p;
+}
+
+/// Every dim in [0, 2^40] and the element count at most 2^40: keeps all
+/// later size arithmetic (bytes, offsets, slices) far from overflow.
+static bool shapeWithinLimits(const Shape &shape) {
+  constexpr int64_t kLimit = int64_t(1) << 40;
+  int64_t elems = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > kLimit)
+      return false;
+    if (d && elems > kLimit / d)
+      return false;
+    elems *= d;
+  }
+  return true;
 }
 
 namespace {
@@ -182,18 +198,10 @@ private:
         return errorf(fn_, "tensor ", i, " has unknown dtype ",
                       int(t->dtype()));
       Shape shape = toShape(t->shape());
-      // Keep element counts far from overflow before any arithmetic.
-      int64_t elems = 1;
-      for (int64_t d : shape) {
-        if (d < 0 || d > (int64_t(1) << 40))
-          return errorf(fn_, "tensor ", i, " has invalid shape ",
-                        formatShape(shape));
-        if (d && elems > (int64_t(1) << 40) / d)
-          return errorf(fn_, "tensor ", i, " shape ", formatShape(shape),
-                        " is too large");
-        elems *= d;
-      }
-      int64_t bytes = elems * int64_t(dtypeSize(t->dtype()));
+      if (!shapeWithinLimits(shape))
+        return errorf(fn_, "tensor ", i, " has invalid or too large shape ",
+                      formatShape(shape));
+      int64_t bytes = numElements(shape) * int64_t(dtypeSize(t->dtype()));
       switch (t->kind()) {
       case TensorKind::Activation:
       case TensorKind::Input: {
@@ -579,7 +587,53 @@ private:
 };
 } // namespace
 
+// The FlatBuffers Verifier (2.0.8, and later versions alike) checks that a
+// vector's length prefix is 4-byte aligned and that its bytes are inside the
+// buffer, but not that its elements are aligned for their type. A corrupted
+// plan can therefore place a [long] vector at an address that is 4 but not 8
+// modulo 8, and every read of it (toShape, offsets, sizes) is a misaligned
+// int64 load: undefined behavior, a fault on strict-alignment targets.
+// FlatBufferBuilder always aligns vectors to their element size, so this
+// rejects only corrupted plans. Checked before any element is read.
+template <typename T>
+static bool alignedVector(const flatbuffers::Vector<T> *v) {
+  return !v || reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) == 0;
+}
+
+static Status checkVectorAlignment(const braid::plan::Plan &root) {
+  auto misaligned = [](const std::string &what) {
+    return errorf("plan is corrupted: ", what,
+                  " vector is not aligned for its 8-byte elements");
+  };
+  if (root.parameters())
+    for (const braid::plan::Parameter *p : *root.parameters())
+      if (!alignedVector(p->full_shape()) || !alignedVector(p->local_shape()) ||
+          !alignedVector(p->padded_shape()))
+        return misaligned("parameter '" + p->name()->str() + "' shape");
+  if (root.state())
+    for (const braid::plan::StateSlot *s : *root.state())
+      if (!alignedVector(s->shape()))
+        return misaligned("state slot '" + s->name()->str() + "' shape");
+  if (root.functions())
+    for (const braid::plan::Function *f : *root.functions()) {
+      std::string fn = "function '" + f->name()->str() + "': ";
+      if (f->tensors())
+        for (unsigned i = 0; i < f->tensors()->size(); ++i)
+          if (!alignedVector(f->tensors()->Get(i)->shape()))
+            return misaligned(fn + "tensor " + std::to_string(i) + " shape");
+      if (f->ops())
+        for (unsigned i = 0; i < f->ops()->size(); ++i) {
+          const braid::plan::Op *op = f->ops()->Get(i);
+          if (!alignedVector(op->offsets()) || !alignedVector(op->sizes()))
+            return misaligned(fn + "op " + std::to_string(i) +
+                              " offsets/sizes");
+        }
+    }
+  return Status::ok();
+}
+
 Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
+  BRAID_RETURN_IF_ERROR(checkVectorAlignment(plan));
   if (plan.version() != kPlanFormatVersion)
     return errorf("plan format version ", plan.version(),
                   " does not match the runtime's version ", kPlanFormatVersion);
@@ -612,6 +666,8 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
         if (full[d] <= 0 || padded[d] < full[d])
           return errorf(pn, "full shape ", formatShape(full), " / padded ",
                         formatShape(padded), " invalid in dim ", d);
+      if (!shapeWithinLimits(padded))
+        return errorf(pn, "shape ", formatShape(padded), " is too large");
       Shape expect = padded;
       if (const plan::ShardRule *s = p->shard()) {
         if (s->group() < 0 || s->group() >= numGroups)
@@ -638,9 +694,10 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
     for (const plan::StateSlot *s : *plan.state()) {
       if (!validDType(s->dtype()))
         return errorf("state slot '", s->name()->str(), "': unknown dtype");
-      for (int64_t d : toShape(s->shape()))
-        if (d < 0 || d > (int64_t(1) << 40))
-          return errorf("state slot '", s->name()->str(), "': invalid shape");
+      if (!shapeWithinLimits(toShape(s->shape())))
+        return errorf("state slot '", s->name()->str(),
+                      "': invalid or too large shape ",
+                      formatShape(toShape(s->shape())));
     }
   std::set<std::string> names;
   if (plan.functions())

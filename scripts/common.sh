@@ -12,6 +12,8 @@ BRAID_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev
   flatbuffers-compiler libflatbuffers-dev flatbuffers-compiler-dev
+  # fuzz/: clang with libFuzzer + sanitizers; llvm-14 for llvm-symbolizer
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 braid_install_deps() {

@@ -368,3 +368,66 @@ TEST(PlanLoader, RejectsReshapeAndSliceMismatch) {
   sl.sizes = {2, 2};
   EXPECT_CONTAINS(loadError(pb2), "dim 1 slice [2, +2) exceeds size 3");
 }
+
+TEST(PlanLoader, RejectsMisalignedLongVector) {
+  // Found by fuzz/PlanLoaderFuzzer.cpp (UBSan: misaligned int64 load in
+  // toShape). The FlatBuffers Verifier checks that a vector's 4-byte length
+  // prefix is aligned and in bounds, not that 8-byte elements are aligned:
+  // point a tensor's shape at a fake [long] vector {2} inside a byte blob,
+  // once 8-byte aligned and once 4 bytes off, and only the latter must fail.
+  int misaligned = 0;
+  for (int shift : {0, 4}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<uint8_t> blob(16, 0); // same size for both shifts
+    uint32_t length = 1;
+    int64_t dim = 2;
+    std::memcpy(blob.data() + shift, &length, 4);
+    std::memcpy(blob.data() + shift + 4, &dim, 8);
+    // Builder offsets count from the end of the buffer; the blob's data
+    // starts 4 bytes (its own length prefix) after its offset.
+    flatbuffers::uoffset_t blobAt = fbb.CreateVector(blob).o;
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> fake(
+        blobAt - 4 - flatbuffers::uoffset_t(shift));
+    auto tensor = plan::CreateTensor(fbb, 0, 0, fake, plan::DType::F32,
+                                     plan::TensorKind::Activation, -1, 0, 8);
+    auto fn = plan::CreateFunction(fbb, fbb.CreateString("main"),
+                                   fbb.CreateVector(&tensor, 1), 0, 0, 0, 0,
+                                   /*arena_size=*/8);
+    fbb.Finish(plan::CreatePlan(fbb, kPlanFormatVersion, 1, 0, 0, 0,
+                                fbb.CreateVector(&fn, 1)),
+               plan::PlanIdentifier());
+    std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                               fbb.GetBufferPointer() + fbb.GetSize());
+    // Reading the vector's address reads only (aligned) offsets.
+    const auto *shape = plan::GetPlan(bytes.data())
+                            ->functions()
+                            ->Get(0)
+                            ->tensors()
+                            ->Get(0)
+                            ->shape();
+    ASSERT_EQ(shape->size(), 1u);
+    if (reinterpret_cast<uintptr_t>(shape->Data()) % 8 == 0) {
+      auto plan = loadPlan(bytes);
+      EXPECT_TRUE(plan) << plan.status().message();
+      continue;
+    }
+    ++misaligned;
+    EXPECT_CONTAINS(loadError(bytes), "function 'main': tensor 0 shape vector "
+                                      "is not aligned");
+  }
+  EXPECT_EQ(misaligned, 1);
+}
+
+// Shapes of parameters and state slots no tensor refers to are bounded too:
+// their element counts feed allocation arithmetic in every runtime.
+TEST(PlanLoader, RejectsHugeParameterAndStateShapes) {
+  PlanBuilder pb = goodPlan();
+  pb.param("huge", {int64_t(1) << 30, int64_t(1) << 30},
+           {int64_t(1) << 30, int64_t(1) << 30});
+  EXPECT_CONTAINS(loadError(pb), "parameter 'huge': shape "
+                                 "[1073741824, 1073741824] is too large");
+  PlanBuilder pb2 = goodPlan();
+  pb2.stateSlot("big", {int64_t(1) << 21, int64_t(1) << 21});
+  EXPECT_CONTAINS(loadError(pb2), "state slot 'big': invalid or too large "
+                                  "shape [2097152, 2097152]");
+}

@@ -1,0 +1,21 @@
+# BraidRuntime's sources, relative to runtime/. Shared by runtime/CMakeLists.txt
+# and the standalone fuzz build (fuzz/CMakeLists.txt), so a new runtime file
+# is listed once.
+set(BRAID_RUNTIME_SOURCES
+  PlanLoader.cpp
+  PlanText.cpp
+  Generation.cpp
+  Interpreter.cpp
+  Communicator.cpp
+  Weights.cpp
+  Safetensors.cpp
+  HostTensor.cpp
+  cpu/Elementwise.cpp
+  cpu/Matmul.cpp
+  cpu/Norms.cpp
+  cpu/Rope.cpp
+  cpu/Attention.cpp
+  cpu/Embedding.cpp
+  cpu/Softmax.cpp
+  cpu/Layout.cpp
+)
