@@ -506,6 +506,16 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
             });
     if (failed(ok))
       return failure();
+    // Scheduled IR names each op's stream (the scheduling passes' contract,
+    // shared with braid-estimate); unscheduled IR runs on stream 0.
+    if (auto stream = op.getAttrOfType<IntegerAttr>("braid.stream")) {
+      if (stream.getInt() < 0 || stream.getInt() > 255)
+        return op.emitOpError("braid.stream must be in [0, 255], got ")
+                   << stream.getInt(),
+               failure();
+      o->stream = int(stream.getInt());
+      out->num_streams = std::max(out->num_streams, o->stream + 1);
+    }
 
     if (!isa<WaitOp>(op)) {
       for (Value operand : op.getOperands()) {

@@ -78,13 +78,14 @@ func.func @prefill(%ids: tensor<1x4xi32> {braid.input = "input_ids"}, %pos: tens
   return %s, %kc2, %vc2 : tensor<1x4x8xbf16>, tensor<1x16x1x4xbf16>, tensor<1x16x1x4xbf16>
 }
 
-// A function that leaves the state alone binds it to itself.
-// CHECK-LABEL: func "decode"
-// CHECK: %[[A:[0-9]+]] = silu %0
+// A function that leaves the state alone binds it to itself. `braid.stream`
+// (scheduled IR) becomes the op's stream.
+// CHECK-LABEL: func "decode" arena 768 streams 2 events 0 handles 0
+// CHECK: %[[A:[0-9]+]] = silu %0 {stream = 1}
 // CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = tanh}
 // CHECK: state 0 %1 -> %1 (unchanged)
 func.func @decode(%x: tensor<1x8xbf16> {braid.input = "x"}, %kc: tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) -> (tensor<1x8xbf16> {braid.output = "y"}, tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) {
-  %a = braid.silu %x : tensor<1x8xbf16>
+  %a = braid.silu %x {braid.stream = 1 : i64} : tensor<1x8xbf16>
   %b = braid.gelu tanh %a : tensor<1x8xbf16>
   return %b, %kc : tensor<1x8xbf16>, tensor<1x16x1x4xbf16>
 }

@@ -91,3 +91,11 @@ func.func @missing_argument_buffer(%x: tensor<4xf32> {braid.input = "x"}) -> (te
   %y = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+func.func @bad_stream(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+  // expected-error@+1 {{braid.stream must be in [0, 255], got 300}}
+  %y = braid.silu %x {braid.stream = 300 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
