@@ -294,13 +294,25 @@ Status braid::rt::loadCheckpointParameters(Interpreter &rank,
                                            const LoadedPlan &plan,
                                            int worldRank,
                                            const SafetensorsFile &file) {
+  int world = plan.root().world_size();
+  if (worldRank >= 0 && worldRank < world && worldRank != rank.rank())
+    return errorf("loading rank ", worldRank, "'s slices into rank ",
+                  rank.rank(), "'s interpreter");
+  return loadCheckpointParameters(
+      [&](const std::string &name, HostTensor local) {
+        return rank.setParameter(name, std::move(local));
+      },
+      plan, worldRank, file);
+}
+
+Status braid::rt::loadCheckpointParameters(const ParameterSink &sink,
+                                           const LoadedPlan &plan,
+                                           int worldRank,
+                                           const SafetensorsFile &file) {
   const plan::Plan &p = plan.root();
   if (worldRank < 0 || worldRank >= p.world_size())
     return errorf("rank ", worldRank, " is outside world_size ",
                   p.world_size());
-  if (worldRank != rank.rank())
-    return errorf("loading rank ", worldRank, "'s slices into rank ",
-                  rank.rank(), "'s interpreter");
   if (!p.parameters())
     return Status::ok();
   for (const plan::Parameter *param : *p.parameters()) {
@@ -327,8 +339,8 @@ Status braid::rt::loadCheckpointParameters(Interpreter &rank,
                     slice->size(), " elements, local shape ",
                     formatShape(local), " holds ", numElements(local));
     // setParameter's errors already name the parameter.
-    BRAID_RETURN_IF_ERROR(rank.setParameter(
-        name, HostTensor::fromFloats(param->dtype(), local, *slice)));
+    BRAID_RETURN_IF_ERROR(
+        sink(name, HostTensor::fromFloats(param->dtype(), local, *slice)));
   }
   return Status::ok();
 }

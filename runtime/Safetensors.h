@@ -28,6 +28,7 @@
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,14 @@ private:
 /// replaced, so discard the interpreter on error.
 Status loadCheckpointParameters(Interpreter &rank, const LoadedPlan &plan,
                                 int worldRank, const SafetensorsFile &file);
+
+/// Receives one parameter's local slice (for any backend).
+using ParameterSink =
+    std::function<Status(const std::string &name, HostTensor local)>;
+/// The same, handing each slice to `sink` (e.g. a GPU rank's upload).
+Status loadCheckpointParameters(const ParameterSink &sink,
+                                const LoadedPlan &plan, int worldRank,
+                                const SafetensorsFile &file);
 
 /// Writes `tensors` in order as a safetensors file (header padded with
 /// spaces to a multiple of 8 bytes, as HF does). Names must be unique.

@@ -22,3 +22,19 @@ llvm_config.with_environment("PATH", config.braid_tools_dir, append_path=True)
 
 tools = ["braid-opt", "braid-import", "braid-translate", "braid-compile", "braid-run", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.braid_tools_dir, config.llvm_tools_dir])
+
+# `cuda`: braid-run was built with the CUDA executor. `gpu`: a usable NVIDIA
+# GPU is present (nvidia-smi lists one). GPU tests say `REQUIRES: gpu`, and
+# the no-GPU error path says `REQUIRES: cuda` + `UNSUPPORTED: gpu`.
+import shutil
+import subprocess
+if getattr(config, "braid_enable_cuda", False):
+    config.available_features.add("cuda")
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+            if listed.returncode == 0 and "GPU" in listed.stdout:
+                config.available_features.add("gpu")
+        except (OSError, subprocess.TimeoutExpired):
+            pass

@@ -9,6 +9,9 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/PlanText.h"
 #include "runtime/Safetensors.h"
+#ifdef BRAID_HAVE_CUDA
+#include "runtime/cuda/Executor.h"
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -31,6 +34,16 @@ Runs the plan's prefill on a prompt, then greedy decode steps, and prints
 the tokens and a latency summary.
 
   --backend cpu            reference interpreter, ranks as threads (default)
+  --backend cuda           CUDA executor, one thread per GPU (cuBLASLt, NCCL)
+  --eager | --graph        cuda: launch op by op, or replay CUDA Graphs
+                           (default --graph)
+  --iters N, --warmup W    cuda: after generation, time N decode steps after
+                           W untimed ones (default 0 and 3)
+  --check                  cuda: replay the same tokens on the CPU
+                           interpreter and compare logits (as
+                           --check-against)
+  --timeout S              cuda: a step that takes longer (a stuck
+                           collective) aborts the run (default 120)
   --ranks N                ranks to run (must equal the plan's world size)
   --steps K                decode steps after prefill (default 4)
   --tokens a,b,...         prompt ids, batch x prompt length of them
@@ -62,6 +75,10 @@ struct Options {
   std::string checkAgainst;
   std::optional<double> atol, rtol;
   bool printPlan = false;
+  bool graph = true;
+  int iters = 0, warmup = 3;
+  bool check = false;
+  double timeout = 120;
 };
 
 template <typename T> bool parseNumber(std::string_view s, T &out) {
@@ -135,6 +152,16 @@ Expected<Options> parseArgs(int argc, char **argv) {
       (flag == "--atol" ? o.atol : o.rtol) = x;
     } else if (flag == "--print-plan") {
       o.printPlan = true;
+    } else if (flag == "--eager" || flag == "--graph") {
+      o.graph = flag == "--graph";
+    } else if (flag == "--check") {
+      o.check = true;
+    } else if (flag == "--iters") {
+      st = number(o.iters);
+    } else if (flag == "--warmup") {
+      st = number(o.warmup);
+    } else if (flag == "--timeout") {
+      st = number(o.timeout);
     } else if (flag == "--tokens") {
       std::string list;
       st = text(list);
@@ -157,11 +184,17 @@ Expected<Options> parseArgs(int argc, char **argv) {
   }
   if (o.plan.empty())
     return errorf("no plan file given (see --help)");
+#ifndef BRAID_HAVE_CUDA
   if (o.backend == "cuda")
     return errorf("--backend cuda: this braid-run was built without the CUDA "
                   "executor");
-  if (o.backend != "cpu")
-    return errorf("--backend '", o.backend, "' is unknown; use cpu");
+#endif
+  if (o.backend != "cpu" && o.backend != "cuda")
+    return errorf("--backend '", o.backend, "' is unknown; use cpu or cuda");
+  if (o.backend != "cuda" && (o.check || o.iters || !o.graph))
+    return errorf("--check, --iters and --eager need --backend cuda");
+  if (o.iters < 0 || o.warmup < 0 || !(o.timeout > 0))
+    return errorf("--iters and --warmup must be >= 0 and --timeout > 0");
   if (o.steps < 0)
     return errorf("--steps must be >= 0, got ", o.steps);
   if ((o.atol && !(*o.atol >= 0)) || (o.rtol && !(*o.rtol >= 0)))
@@ -169,37 +202,83 @@ Expected<Options> parseArgs(int argc, char **argv) {
   return o;
 }
 
-/// A ready-to-step CPU run of one plan: all ranks as threads.
-struct CpuRun {
+/// A ready-to-step run of one plan on one backend.
+struct PlanRun {
   LoadedPlan plan;
   GenerationShape shape;
-  std::unique_ptr<ThreadedRunner> runner;
+  std::string backend;
+  std::unique_ptr<ThreadedRunner> cpu;
+#ifdef BRAID_HAVE_CUDA
+  std::unique_ptr<cuda::CudaRunner> gpu;
+  std::vector<cuda::StepTiming> timings; // one per step run
+#endif
 
-  static Expected<CpuRun> create(const std::string &path, const Options &o) {
+  static Expected<std::unique_ptr<PlanRun>>
+  create(const std::string &path, const Options &o,
+         const std::string &backend) {
     auto plan = loadPlanFile(path);
     if (!plan)
       return plan.status();
     auto shape = generationShape(plan->root());
     if (!shape)
       return errorf(path, ": ", shape.status().message());
-    auto runner = ThreadedRunner::create(*plan, o.seed);
-    if (!runner)
-      return errorf(path, ": ", runner.status().message());
+    auto run = std::make_unique<PlanRun>();
+    run->plan = *plan;
+    run->shape = *shape;
+    run->backend = backend;
+    if (backend == "cpu") {
+      auto runner = ThreadedRunner::create(*plan, o.seed);
+      if (!runner)
+        return errorf(path, ": ", runner.status().message());
+      run->cpu = runner.take();
+    }
+#ifdef BRAID_HAVE_CUDA
+    if (backend == "cuda") {
+      cuda::ExecutorOptions eo;
+      eo.graph = o.graph;
+      eo.seed = o.seed;
+      eo.stepTimeoutSeconds = o.timeout;
+      auto runner = cuda::CudaRunner::create(*plan, eo);
+      if (!runner)
+        return errorf(path, ": ", runner.status().message());
+      run->gpu = runner.take();
+    }
+#endif
     if (!o.weights.empty()) {
       auto file = SafetensorsFile::open(o.weights);
       if (!file)
         return file.status();
-      for (int r = 0; r < (*runner)->worldSize(); ++r)
-        BRAID_RETURN_IF_ERROR(
-            loadCheckpointParameters((*runner)->rank(r), *plan, r, *file));
+      for (int r = 0; r < plan->root().world_size(); ++r)
+        BRAID_RETURN_IF_ERROR(loadCheckpointParameters(
+            [&](const std::string &name, HostTensor local) -> Status {
+#ifdef BRAID_HAVE_CUDA
+              if (run->gpu)
+                return run->gpu->setParameter(r, name, local);
+#endif
+              return run->cpu->rank(r).setParameter(name, std::move(local));
+            },
+            *plan, r, *file));
     }
-    return CpuRun{*plan, *shape, runner.take()};
+    return run;
+  }
+
+  Expected<std::vector<std::map<std::string, HostTensor>>>
+  runAll(const std::string &function, const StepInputs &inputs) {
+#ifdef BRAID_HAVE_CUDA
+    if (gpu) {
+      auto outs = gpu->run(function, {inputs});
+      if (outs)
+        timings.push_back(gpu->lastTiming());
+      return outs;
+    }
+#endif
+    return cpu->run(function, {inputs});
   }
 
   StepFn stepFn() {
     return [this](const std::string &function, const StepInputs &inputs)
                -> Expected<std::map<std::string, HostTensor>> {
-      auto outs = runner->run(function, {inputs});
+      auto outs = runAll(function, inputs);
       if (!outs)
         return outs.status();
       // Every rank must hold the same (gathered) logits.
@@ -230,9 +309,10 @@ void printTokens(std::ostream &os, const std::vector<int64_t> &ids,
 }
 
 void printSummary(std::ostream &os, const std::string &path,
-                  const CpuRun &run, const std::vector<StepRecord> &steps) {
+                  const PlanRun &run, const std::vector<StepRecord> &steps) {
   const GenerationShape &s = run.shape;
-  os << "=== braid-run: " << path << " | backend cpu | ranks "
+  os << "=== braid-run: " << path << " | backend " << run.backend
+     << " | ranks "
      << run.plan.root().world_size() << " | batch " << s.batch << " | prompt "
      << s.promptLength << " | vocab " << s.vocab << " ===\n";
   os << "prompt:";
@@ -269,8 +349,9 @@ void printSummary(std::ostream &os, const std::string &path,
        << double(s.batch) * double(decode.size()) / (total / 1000.0)
        << " tokens/s\n";
   }
-  os << "(CPU reference interpreter: fp32 math, ranks as threads; times are "
-        "host wall clock, not GPU times)\n";
+  if (run.backend == "cpu")
+    os << "(CPU reference interpreter: fp32 math, ranks as threads; times "
+          "are host wall clock, not GPU times)\n";
   os.unsetf(std::ios::floatfield);
 }
 
@@ -286,13 +367,15 @@ Status dumpOutputs(const std::string &path,
   return writeSafetensors(path, tensors);
 }
 
-/// Replays `reference`'s tokens through `other` and compares logits.
-Status checkAgainst(const std::string &path, const Options &o,
-                    const CpuRun &first,
+/// Replays `reference`'s tokens through the plan at `path` on `backend` and
+/// compares logits.
+Status checkAgainst(const std::string &path, const std::string &backend,
+                    const Options &o, const PlanRun &first,
                     const std::vector<StepRecord> &reference) {
-  auto other = CpuRun::create(path, o);
-  if (!other)
-    return other.status();
+  auto created = PlanRun::create(path, o, backend);
+  if (!created)
+    return created.status();
+  PlanRun *other = created->get();
   const GenerationShape &a = first.shape, &b = other->shape;
   if (a.batch != b.batch || a.promptLength != b.promptLength ||
       a.vocab != b.vocab)
@@ -324,7 +407,7 @@ Status checkAgainst(const std::string &path, const Options &o,
   double atol = o.atol.value_or((lowPrecision ? 2e-2 : 1e-5) * scale);
   double rtol = o.rtol.value_or(lowPrecision ? 2e-2 : 1e-4);
 
-  std::cout << "=== check against " << path << " (ranks "
+  std::cout << "=== check against " << path << " (" << backend << ", ranks "
             << other->plan.root().world_size() << "), |a-b| <= "
             << std::scientific << std::setprecision(3) << atol << " + "
             << rtol << "*|b| ===\n"
@@ -355,6 +438,60 @@ Status checkAgainst(const std::string &path, const Options &o,
   return Status::ok();
 }
 
+#ifdef BRAID_HAVE_CUDA
+/// trtexec-style GPU timing: the generation's own per-step device times,
+/// then (--iters) the last decode step replayed W untimed and N timed times.
+Status timeDecode(PlanRun &run, const Options &o,
+                  const std::vector<StepRecord> &steps) {
+  std::cout << std::fixed << std::setprecision(3);
+  std::cout << "GPU (CUDA events, " << (o.graph ? "graph replay" : "eager")
+            << "): prefill " << run.timings.front().deviceMs << " ms"
+            << (run.timings.front().captured ? " (first launch after capture)"
+                                             : "")
+            << "\n";
+  if (o.iters == 0) {
+    std::cout.unsetf(std::ios::floatfield);
+    return Status::ok();
+  }
+  if (steps.size() < 2)
+    return errorf("--iters times the decode step: give --steps >= 1");
+  const GenerationShape &shape = run.shape;
+  StepInputs inputs;
+  std::vector<int64_t> pos(size_t(shape.batch),
+                           shape.promptLength + int64_t(steps.size()) - 2);
+  inputs["input_ids"] = HostTensor::fromInts(shape.idsType, {shape.batch, 1},
+                                             steps.back().inputIds);
+  inputs["positions"] =
+      HostTensor::fromInts(shape.positionsType, {shape.batch, 1}, pos);
+  std::vector<double> device, host;
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    auto out = run.runAll("decode", inputs);
+    if (!out)
+      return errorf("timed decode step ", i, ": ", out.status().message());
+    if (i >= o.warmup) {
+      device.push_back(run.timings.back().deviceMs);
+      host.push_back(run.timings.back().hostLaunchMs);
+    }
+  }
+  double sum = 0;
+  for (double d : device)
+    sum += d;
+  double median = percentile(device, 50);
+  std::cout << "Decode step, " << o.iters << " iterations after " << o.warmup
+            << " warmup: latency min = "
+            << *std::min_element(device.begin(), device.end())
+            << " ms, median = " << median
+            << " ms, p99 = " << percentile(device, 99)
+            << " ms, mean = " << sum / double(device.size()) << " ms\n"
+            << "Host launch per step: median = " << percentile(host, 50)
+            << " ms\n"
+            << "Decode throughput: " << double(shape.batch) / (median / 1e3)
+            << " tokens/s (batch " << shape.batch << ")\n";
+  std::cout.unsetf(std::ios::floatfield);
+  return Status::ok();
+}
+#endif
+
 Status runMain(int argc, char **argv) {
   auto opts = parseArgs(argc, argv);
   if (!opts)
@@ -367,9 +504,10 @@ Status runMain(int argc, char **argv) {
     printPlan(std::cout, plan->root());
     return Status::ok();
   }
-  auto run = CpuRun::create(o.plan, o);
-  if (!run)
-    return run.status();
+  auto created = PlanRun::create(o.plan, o, o.backend);
+  if (!created)
+    return created.status();
+  PlanRun *run = created->get();
   int world = run->plan.root().world_size();
   if (o.ranks >= 0 && o.ranks != world)
     return errorf("--ranks ", o.ranks, ": the plan was compiled for ", world,
@@ -385,8 +523,15 @@ Status runMain(int argc, char **argv) {
   printSummary(std::cout, o.plan, *run, *steps);
   if (!o.dumpOutputs.empty())
     BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
+#ifdef BRAID_HAVE_CUDA
+  if (run->gpu)
+    BRAID_RETURN_IF_ERROR(timeDecode(*run, o, *steps));
+#endif
+  if (o.check)
+    BRAID_RETURN_IF_ERROR(checkAgainst(o.plan, "cpu", o, *run, *steps));
   if (!o.checkAgainst.empty())
-    BRAID_RETURN_IF_ERROR(checkAgainst(o.checkAgainst, o, *run, *steps));
+    BRAID_RETURN_IF_ERROR(
+        checkAgainst(o.checkAgainst, o.backend, o, *run, *steps));
   return Status::ok();
 }
 

@@ -1,0 +1,41 @@
+//===- CudaCheck.cpp - CUDA runtime errors as Status ----------------------===//
+#include "runtime/cuda/CudaCheck.h"
+
+using namespace braid::rt;
+
+Status cuda::cudaStatus(cudaError_t error, const char *expr, const char *file,
+                        int line) {
+  if (error == cudaSuccess)
+    return Status::ok();
+  return errorf(expr, " failed at ", file, ":", line, ": ",
+                cudaGetErrorName(error), " (", cudaGetErrorString(error), ")");
+}
+
+Status cuda::cudaDeviceAvailable() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaSuccess && count > 0)
+    return Status::ok();
+  (void)cudaGetLastError(); // leave no error behind for the next check
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  (void)cudaGetLastError();
+  auto version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  std::string detail = error == cudaSuccess
+                           ? std::string("cudaGetDeviceCount found 0 devices")
+                           : std::string("cudaGetDeviceCount: ") +
+                                 cudaGetErrorName(error) + " (" +
+                                 cudaGetErrorString(error) + ")";
+  if (driver == 0)
+    return errorf("no usable CUDA device: no NVIDIA driver is installed on "
+                  "this machine (",
+                  detail, ")");
+  if (error == cudaErrorInsufficientDriver)
+    return errorf("no usable CUDA device: the NVIDIA driver supports CUDA ",
+                  version(driver), " but this program uses the CUDA ",
+                  version(runtime), " runtime (", detail, ")");
+  return errorf("no usable CUDA device: ", detail);
+}

@@ -1,0 +1,122 @@
+//===- DeviceKernels.h - Raw launchers of Kernels.cu ------------*- C++ -*-===//
+//
+// Internal to BraidCudaKernels: the boundary between Kernels.cpp (shape
+// checks, Status, the runtime's types; compiled by the host compiler) and
+// Kernels.cu (device code; compiled by nvcc, includes no FlatBuffers or
+// runtime headers besides DeviceError.h). Arguments are plain sizes and
+// pointers whose shapes Kernels.cpp has already checked. Each launcher
+// returns the cudaError_t of its launch (cudaGetLastError), and launches
+// nothing for empty work.
+//
+// Use runtime/cuda/Kernels.h instead.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CUDA_DEVICEKERNELS_H
+#define BRAID_RUNTIME_CUDA_DEVICEKERNELS_H
+
+#include "runtime/cuda/DeviceError.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace braid::rt::cuda::detail {
+
+/// Storage types as the device code sees them (braid::rt::DType mapped by
+/// Kernels.cpp). Every kernel reads any of them as fp32 (integers
+/// converted) and writes fp32 results to any of them (RNE for f16/bf16,
+/// toward zero for integers), as HostTensor's loadAsFloat/storeFromFloat.
+enum class Dt : int32_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
+
+struct In {
+  const void *data;
+  Dt dt;
+};
+struct Out {
+  void *data;
+  Dt dt;
+};
+
+constexpr int kMaxRank = 9; // a plan tensor's rank + 1 (see stridedCopy)
+struct Dims {
+  int64_t v[kMaxRank];
+};
+
+enum class Unary : int32_t { Silu = 0, GeluErf = 1, GeluTanh = 2 };
+
+/// How the rhs of add/mul is indexed from the flat lhs index e.
+enum class Broadcast : int32_t {
+  Same = 0,   // rhs has lhs's elements: rhs[e]
+  Modulo = 1, // rhs is lhs's trailing dims exactly: rhs[e % rhsCount]
+  General = 2 // size-1 dims: rhs[sum idx[d] * rhsStride[d]]
+};
+
+cudaError_t launchBinary(bool mul, In lhs, In rhs, Out out, int64_t count,
+                         Broadcast mode, int64_t rhsCount, int rank,
+                         const Dims &shape, const Dims &rhsStride,
+                         cudaStream_t stream);
+cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
+                        cudaStream_t stream);
+cudaError_t launchRmsNorm(In x, In weight, Out y, int64_t rows, int64_t h,
+                          float epsilon, cudaStream_t stream);
+cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
+                            int64_t h, float epsilon, cudaStream_t stream);
+cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
+                       int64_t heads, int64_t headDim, double theta,
+                       cudaStream_t stream);
+cudaError_t launchSoftmax(In x, Out y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream);
+cudaError_t launchEmbedding(In ids, In table, Out out, int64_t numIds,
+                            int64_t vocab, int64_t hidden, int64_t vocabStart,
+                            cudaStream_t stream);
+
+struct AttentionArgs {
+  In q;
+  In k; // keys: k [B, S, Hkv, D], or the key cache [B, maxS, Hkv, D]
+  In v; // values, laid out as `k`
+  Out o;
+  int64_t batch, seq, heads, kvHeads, headDim;
+  int64_t keyStride; // rows per batch in k/v: S, or maxS for a cache
+  float scale;
+  bool causal;
+  In position; // data null: no cache; else [B] cache positions
+  const DeviceErrorRecord *error; // with a cache: skip while set
+};
+/// Largest head_dim launchAttention takes (shared memory: 2 D floats).
+constexpr int64_t kMaxAttentionHeadDim = 4096;
+cudaError_t launchAttention(const AttentionArgs &args, cudaStream_t stream);
+
+/// Records kDeviceErrorAttentionPosition for the first batch whose
+/// [pos, pos + seq) is outside [0, maxSeq) (if no error is recorded yet).
+cudaError_t launchCheckCachePositions(In position, int64_t batch, int64_t seq,
+                                      int64_t maxSeq, DeviceErrorRecord *error,
+                                      cudaStream_t stream);
+/// kCache[b, pos[b] + s] = k[b, s] (and v), unless `error` is set.
+cudaError_t launchCacheWrite(In k, In v, Out kCache, Out vCache, In position,
+                             int64_t batch, int64_t seq, int64_t rowElems,
+                             int64_t maxSeq, const DeviceErrorRecord *error,
+                             cudaStream_t stream);
+
+/// A strided copy as the kernel runs it: dst[idx] = src[idx] over `sizes`
+/// (outermost dim first), strides in `unitBytes` units (1, 2, 4, 8 or 16;
+/// both pointers and all strides aligned to it); the innermost dim is
+/// contiguous on both sides.
+struct CopyPlan {
+  int rank = 0;
+  Dims sizes{}, dstStrides{}, srcStrides{};
+  int64_t count = 0; // units to copy
+  int unitBytes = 1;
+};
+/// Host side (Kernels.cpp): element strides -> CopyPlan. Drops size-1 dims,
+/// merges dims contiguous on both sides, picks the widest unit. Arguments
+/// already checked (ranks equal and <= kMaxRank - 1, nothing negative,
+/// elemSize > 0, at least one element).
+CopyPlan planStridedCopy(uintptr_t dst, uintptr_t src, const int64_t *sizes,
+                         const int64_t *dstStrides, const int64_t *srcStrides,
+                         int rank, int64_t elemSize);
+cudaError_t launchStridedCopy(void *dst, const void *src, const CopyPlan &plan,
+                              cudaStream_t stream);
+
+} // namespace braid::rt::cuda::detail
+
+#endif // BRAID_RUNTIME_CUDA_DEVICEKERNELS_H

@@ -1,0 +1,790 @@
+//===- Executor.cpp - Run a plan on GPUs: eager streams or CUDA Graphs ----===//
+#include "runtime/cuda/Executor.h"
+
+#include "runtime/Weights.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/LibraryCheck.h"
+#include "runtime/cuda/Resources.h"
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+using namespace braid::rt;
+using namespace braid::rt::cuda;
+namespace plan = braid::plan;
+using plan::OpCode;
+using plan::TensorKind;
+
+namespace {
+
+Expected<ncclDataType_t> ncclTypeOf(DType t) {
+  switch (t) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I64:
+    return ncclInt64;
+  }
+  return errorf("no NCCL type for dtype ", int(t));
+}
+
+ncclRedOp_t ncclOpOf(plan::ReduceKind k) {
+  switch (k) {
+  case plan::ReduceKind::Sum:
+    return ncclSum;
+  case plan::ReduceKind::Max:
+    return ncclMax;
+  case plan::ReduceKind::Min:
+    return ncclMin;
+  case plan::ReduceKind::Prod:
+    return ncclProd;
+  }
+  return ncclSum;
+}
+
+/// The synchronous opcode an async start runs.
+OpCode syncForm(OpCode op) {
+  switch (op) {
+  case OpCode::AllReduceStart:
+    return OpCode::AllReduce;
+  case OpCode::AllGatherStart:
+    return OpCode::AllGather;
+  case OpCode::ReduceScatterStart:
+    return OpCode::ReduceScatter;
+  case OpCode::AllToAllStart:
+    return OpCode::AllToAll;
+  case OpCode::BroadcastStart:
+    return OpCode::Broadcast;
+  case OpCode::SendStart:
+    return OpCode::Send;
+  case OpCode::RecvStart:
+    return OpCode::Recv;
+  default:
+    return op;
+  }
+}
+
+int64_t product(const Shape &s, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < s.size(); ++i)
+    p *= s[i];
+  return p;
+}
+
+} // namespace
+
+namespace braid::rt::cuda {
+
+class CudaRank {
+public:
+  static Expected<std::unique_ptr<CudaRank>>
+  create(LoadedPlan plan, int rank, int device,
+         const std::map<int64_t, ncclUniqueId> &ids,
+         const ExecutorOptions &options);
+  ~CudaRank();
+
+  /// `cancel` is set by the runner when another rank failed: a rank
+  /// waiting in a collective then aborts instead of waiting for the timeout.
+  Expected<TensorMap> run(const std::string &function, const TensorMap &inputs,
+                          StepTiming &timing, const std::atomic<bool> &cancel);
+  Status setParameter(const std::string &name, const HostTensor &local);
+
+private:
+  struct Function {
+    const plan::Function *f = nullptr;
+    DeviceMemory arena;
+    std::vector<void *> ptr; // device storage of every tensor
+    std::vector<Event> events;
+    Event fork;
+    std::vector<Event> join; // one per stream > 0
+    std::map<int, GemmPlan> gemms;     // by op index
+    std::map<int, DeviceMemory> staging; // by op index
+    Graph graph;
+    GraphExec exec;
+  };
+
+  CudaRank(LoadedPlan plan, int rank, int device, ExecutorOptions options)
+      : plan_(std::move(plan)), rank_(rank), device_(device),
+        options_(options) {}
+  Status init(const std::map<int64_t, ncclUniqueId> &ids);
+  Status prepareFunction(Function &fn);
+  Status enqueue(Function &fn);
+  Status runOp(Function &fn, int index, cudaStream_t stream);
+  Status runCollective(Function &fn, int index, const plan::Op &op,
+                       cudaStream_t stream);
+  Status waitForStep(cudaEvent_t done, const std::atomic<bool> &cancel);
+  void abortComms();
+
+  TensorRef ref(const Function &fn, int t) const {
+    const plan::Tensor &x = *fn.f->tensors()->Get(unsigned(t));
+    TensorRef r;
+    r.data = fn.ptr[size_t(t)];
+    r.dtype = x.dtype();
+    if (x.shape())
+      r.shape.assign(x.shape()->begin(), x.shape()->end());
+    return r;
+  }
+  static size_t bytesOf(const TensorRef &r) {
+    return size_t(numElements(r.shape)) * dtypeSize(r.dtype);
+  }
+
+  LoadedPlan plan_;
+  int rank_;
+  int device_;
+  ExecutorOptions options_;
+  std::vector<DeviceMemory> params_;
+  std::vector<DeviceMemory> state_;
+  std::vector<Stream> streams_;
+  std::vector<ncclComm_t> comms_; // by group index
+  cublasLtHandle_t lt_ = nullptr;
+  DeviceMemory workspace_;
+  std::optional<DeviceErrorFlag> errors_;
+  Event start_, stop_;
+  std::map<int, Function> functions_; // by function index
+  bool broken_ = false;
+};
+
+} // namespace braid::rt::cuda
+
+Expected<std::unique_ptr<CudaRank>>
+CudaRank::create(LoadedPlan plan, int rank, int device,
+                 const std::map<int64_t, ncclUniqueId> &ids,
+                 const ExecutorOptions &options) {
+  std::unique_ptr<CudaRank> r(
+      new CudaRank(std::move(plan), rank, device, options));
+  Status st = r->init(ids);
+  if (!st)
+    return errorf("rank ", rank, " (GPU ", device, "): ", st.message());
+  return r;
+}
+
+CudaRank::~CudaRank() {
+  (void)cudaSetDevice(device_);
+  for (auto &[index, fn] : functions_) {
+    fn.exec.reset();
+    fn.graph.reset();
+  }
+  for (ncclComm_t c : comms_)
+    if (c)
+      (void)ncclCommDestroy(c);
+  if (lt_)
+    (void)cublasLtDestroy(lt_);
+}
+
+Status CudaRank::init(const std::map<int64_t, ncclUniqueId> &ids) {
+  BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  const plan::Plan &p = plan_.root();
+
+  // Parameters: this rank's slice of the deterministic weights, the same
+  // bytes the CPU interpreter holds.
+  if (p.parameters())
+    for (const plan::Parameter *param : *p.parameters()) {
+      auto [full, local, padded] = parameterShapes(*param);
+      auto values = generateLocalWeights(options_.seed,
+                                         param->name()->string_view(), full,
+                                         padded, shardSpecFor(p, *param, rank_));
+      if (!values)
+        return errorf("parameter '", param->name()->str(),
+                      "': ", values.status().message());
+      HostTensor h = HostTensor::fromFloats(param->dtype(), local, *values);
+      DeviceMemory mem;
+      BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(h.bytes.size(), 1)));
+      BRAID_CUDA_CHECK(cudaMemcpy(mem.get(), h.bytes.data(), h.bytes.size(),
+                                  cudaMemcpyHostToDevice));
+      params_.push_back(std::move(mem));
+    }
+  if (p.state())
+    for (const plan::StateSlot *s : *p.state()) {
+      size_t bytes = size_t(numElements(Shape(s->shape()->begin(),
+                                              s->shape()->end()))) *
+                     dtypeSize(s->dtype());
+      DeviceMemory mem;
+      BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(bytes, 1)));
+      BRAID_CUDA_CHECK(cudaMemset(mem.get(), 0, bytes));
+      state_.push_back(std::move(mem));
+    }
+
+  int numStreams = 1;
+  if (p.functions())
+    for (const plan::Function *f : *p.functions())
+      numStreams = std::max(numStreams, f->num_streams());
+  for (int i = 0; i < numStreams; ++i) {
+    Stream s;
+    BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(s.out(), cudaStreamNonBlocking));
+    streams_.push_back(std::move(s));
+  }
+  BRAID_CUDA_CHECK(cudaEventCreate(start_.out()));
+  BRAID_CUDA_CHECK(cudaEventCreate(stop_.out()));
+  BRAID_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  BRAID_CUDA_CHECK(cudaMalloc(workspace_.out(), options_.gemmWorkspaceBytes));
+  auto flag = DeviceErrorFlag::create();
+  if (!flag)
+    return flag.status();
+  errors_ = std::move(*flag);
+
+  // One communicator per group this rank is in. Every rank walks the
+  // groups in the same order, so the blocking inits pair up.
+  if (p.groups())
+    for (unsigned g = 0; g < p.groups()->size(); ++g) {
+      GroupPosition pos = groupPosition(p, int(g), rank_);
+      ncclComm_t comm = nullptr;
+      BRAID_NCCL_CHECK(ncclCommInitRank(&comm, pos.size,
+                                        ids.at(pos.instanceKey),
+                                        pos.rankInGroup));
+      comms_.push_back(comm);
+    }
+
+  if (p.functions())
+    for (unsigned i = 0; i < p.functions()->size(); ++i) {
+      Function &fn = functions_[int(i)];
+      fn.f = p.functions()->Get(i);
+      BRAID_RETURN_IF_ERROR(prepareFunction(fn));
+    }
+  return Status::ok();
+}
+
+Status CudaRank::prepareFunction(Function &fn) {
+  const plan::Function &f = *fn.f;
+  std::string where = "function '" + f.name()->str() + "': ";
+  BRAID_CUDA_CHECK(cudaMalloc(fn.arena.out(),
+                              std::max<size_t>(size_t(f.arena_size()), 1)));
+  uint8_t *arena = static_cast<uint8_t *>(fn.arena.get());
+  if (f.tensors())
+    for (const plan::Tensor *t : *f.tensors()) {
+      switch (t->kind()) {
+      case TensorKind::Parameter:
+        fn.ptr.push_back(params_[size_t(t->ref())].get());
+        break;
+      case TensorKind::State:
+        fn.ptr.push_back(state_[size_t(t->ref())].get());
+        break;
+      default:
+        fn.ptr.push_back(arena + t->buffer_offset());
+      }
+    }
+  for (int i = 0; i < f.num_events(); ++i) {
+    Event e;
+    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+    fn.events.push_back(std::move(e));
+  }
+  BRAID_CUDA_CHECK(cudaEventCreateWithFlags(fn.fork.out(), cudaEventDisableTiming));
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    Event e;
+    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+    fn.join.push_back(std::move(e));
+  }
+  // Everything a step needs is decided here, outside any capture: GEMM
+  // algorithms and collective staging buffers.
+  if (f.ops())
+    for (unsigned i = 0; i < f.ops()->size(); ++i) {
+      const plan::Op &op = *f.ops()->Get(i);
+      OpCode code = syncForm(op.opcode());
+      if (code == OpCode::Matmul) {
+        TensorRef a = ref(fn, op.operands()->Get(0)),
+                  b = ref(fn, op.operands()->Get(1));
+        auto shape = gemmShapeOf(a.shape, b.shape, op.transpose_a(),
+                                 op.transpose_b(), a.dtype);
+        if (!shape)
+          return errorf(where, "op ", i, ": ", shape.status().message());
+        auto gemm = GemmPlan::create(lt_, *shape, options_.gemmWorkspaceBytes);
+        if (!gemm)
+          return errorf(where, "op ", i, ": ", gemm.status().message());
+        fn.gemms.emplace(int(i), std::move(*gemm));
+      }
+      size_t staging = 0;
+      if (code == OpCode::AllGather)
+        staging = bytesOf(ref(fn, op.results()->Get(0)));
+      if (code == OpCode::ReduceScatter)
+        staging = bytesOf(ref(fn, op.operands()->Get(0)));
+      if (code == OpCode::AllToAll)
+        staging = 2 * bytesOf(ref(fn, op.operands()->Get(0)));
+      if (staging) {
+        DeviceMemory mem;
+        BRAID_CUDA_CHECK(cudaMalloc(mem.out(), staging));
+        fn.staging.emplace(int(i), std::move(mem));
+      }
+    }
+  return Status::ok();
+}
+
+Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
+                               cudaStream_t stream) {
+  OpCode code = syncForm(op.opcode());
+  ncclComm_t comm = comms_[size_t(op.group())];
+  int n = groupPosition(plan_.root(), op.group(), rank_).size;
+  auto hasOperand = op.operands() && op.operands()->size() > 0;
+  auto hasResult = op.results() && op.results()->size() > 0;
+  TensorRef in = hasOperand ? ref(fn, op.operands()->Get(0)) : TensorRef();
+  TensorRef out = hasResult ? ref(fn, op.results()->Get(0)) : TensorRef();
+  auto type = ncclTypeOf(hasOperand ? in.dtype : out.dtype);
+  if (!type)
+    return type.status();
+  size_t elem = dtypeSize(hasOperand ? in.dtype : out.dtype);
+  void *staging = fn.staging.count(index) ? fn.staging[index].get() : nullptr;
+
+  switch (code) {
+  case OpCode::AllReduce:
+    BRAID_NCCL_CHECK(ncclAllReduce(in.data, out.data, size_t(numElements(in.shape)),
+                                   *type, ncclOpOf(op.reduce_kind()), comm,
+                                   stream));
+    return Status::ok();
+  case OpCode::Broadcast:
+    BRAID_NCCL_CHECK(ncclBroadcast(in.data, out.data,
+                                   size_t(numElements(in.shape)), *type,
+                                   int(op.root()), comm, stream));
+    return Status::ok();
+  case OpCode::Send:
+    BRAID_NCCL_CHECK(ncclSend(in.data, size_t(numElements(in.shape)), *type,
+                              int(op.peer()), comm, stream));
+    return Status::ok();
+  case OpCode::Recv:
+    BRAID_NCCL_CHECK(ncclRecv(out.data, size_t(numElements(out.shape)), *type,
+                              int(op.peer()), comm, stream));
+    return Status::ok();
+  case OpCode::AllGather: {
+    // NCCL concatenates the ranks' buffers: [n, local...]. Along a dim with
+    // outer extent > 1 that layout is permuted into place.
+    size_t d = size_t(op.dim());
+    int64_t outer = product(in.shape, 0, d), ld = in.shape[d],
+            inner = product(in.shape, d + 1, in.shape.size());
+    size_t count = size_t(numElements(in.shape));
+    if (outer == 1) {
+      BRAID_NCCL_CHECK(ncclAllGather(in.data, out.data, count, *type, comm,
+                                     stream));
+      return Status::ok();
+    }
+    BRAID_NCCL_CHECK(ncclAllGather(in.data, staging, count, *type, comm,
+                                   stream));
+    return stridedCopy(out.data, {ld * inner, n * ld * inner, inner, 1},
+                       staging, {outer * ld * inner, ld * inner, inner, 1},
+                       {n, outer, ld, inner}, elem, stream);
+  }
+  case OpCode::ReduceScatter: {
+    size_t d = size_t(op.dim());
+    int64_t outer = product(in.shape, 0, d), full = in.shape[d],
+            ld = full / n, inner = product(in.shape, d + 1, in.shape.size());
+    size_t recv = size_t(numElements(out.shape));
+    const void *src = in.data;
+    if (outer != 1) {
+      // Make each rank's piece contiguous: [outer, n, ld, inner] ->
+      // [n, outer, ld, inner].
+      BRAID_RETURN_IF_ERROR(stridedCopy(
+          staging, {outer * ld * inner, ld * inner, inner, 1}, in.data,
+          {ld * inner, full * inner, inner, 1}, {n, outer, ld, inner}, elem,
+          stream));
+      src = staging;
+    }
+    BRAID_NCCL_CHECK(ncclReduceScatter(src, out.data, recv, *type,
+                                       ncclOpOf(op.reduce_kind()), comm,
+                                       stream));
+    return Status::ok();
+  }
+  case OpCode::AllToAll: {
+    size_t s = size_t(op.split_dim()), c = size_t(op.concat_dim());
+    int64_t outerS = product(in.shape, 0, s), fullS = in.shape[s],
+            ls = fullS / n, innerS = product(in.shape, s + 1, in.shape.size());
+    int64_t piece = numElements(in.shape) / n;
+    uint8_t *sendBuf = static_cast<uint8_t *>(staging);
+    uint8_t *recvBuf = sendBuf + size_t(piece) * size_t(n) * elem;
+    // Piece j (along the split dim) goes to rank j: make pieces contiguous.
+    BRAID_RETURN_IF_ERROR(stridedCopy(
+        sendBuf, {outerS * ls * innerS, ls * innerS, innerS, 1}, in.data,
+        {ls * innerS, fullS * innerS, innerS, 1}, {n, outerS, ls, innerS},
+        elem, stream));
+    BRAID_NCCL_CHECK(ncclGroupStart());
+    for (int j = 0; j < n; ++j) {
+      BRAID_NCCL_CHECK(ncclSend(sendBuf + size_t(j * piece) * elem,
+                                size_t(piece), *type, j, comm, stream));
+      BRAID_NCCL_CHECK(ncclRecv(recvBuf + size_t(j * piece) * elem,
+                                size_t(piece), *type, j, comm, stream));
+    }
+    BRAID_NCCL_CHECK(ncclGroupEnd());
+    // Received pieces, in rank order, concatenated along the concat dim.
+    Shape pieceShape = in.shape;
+    pieceShape[s] = ls;
+    int64_t outerC = product(pieceShape, 0, c), lc = pieceShape[c],
+            innerC = product(pieceShape, c + 1, pieceShape.size());
+    return stridedCopy(out.data, {lc * innerC, n * lc * innerC, innerC, 1},
+                       recvBuf, {piece, lc * innerC, innerC, 1},
+                       {n, outerC, lc, innerC}, elem, stream);
+  }
+  default:
+    return errorf("op ", index, ": not a collective");
+  }
+}
+
+Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
+  const plan::Op &op = *fn.f->ops()->Get(unsigned(index));
+  auto operand = [&](unsigned i) { return ref(fn, op.operands()->Get(i)); };
+  auto result = [&](unsigned i) { return ref(fn, op.results()->Get(i)); };
+  switch (op.opcode()) {
+  case OpCode::Matmul:
+    return fn.gemms.at(index).run(lt_, operand(0).data, operand(1).data,
+                                  result(0).data, workspace_.get(),
+                                  options_.gemmWorkspaceBytes, stream);
+  case OpCode::Add:
+  case OpCode::Mul:
+    return binary(op.opcode() == OpCode::Add ? BinaryKind::Add
+                                             : BinaryKind::Mul,
+                  operand(0), operand(1), result(0), stream);
+  case OpCode::RmsNorm:
+    return rmsNorm(operand(0), operand(1), result(0), op.epsilon(), stream);
+  case OpCode::LayerNorm:
+    return layerNorm(operand(0), operand(1), operand(2), result(0),
+                     op.epsilon(), stream);
+  case OpCode::Rope:
+    return rope(operand(0), operand(1), result(0), op.theta(), stream);
+  case OpCode::Silu:
+    return silu(operand(0), result(0), stream);
+  case OpCode::Gelu:
+    return gelu(operand(0), result(0),
+                op.gelu_approximation() == plan::GeluApproximation::Tanh
+                    ? GeluKind::Tanh
+                    : GeluKind::Erf,
+                stream);
+  case OpCode::Embedding: {
+    TensorRef table = operand(1);
+    int64_t start = 0;
+    if (op.vocab_group() >= 0 && !table.shape.empty())
+      start = groupPosition(plan_.root(), op.vocab_group(), rank_).rankInGroup *
+              table.shape[0];
+    return embedding(operand(0), table, result(0), start, stream);
+  }
+  case OpCode::Softmax:
+    return softmax(operand(0), result(0), op.dim(), stream);
+  case OpCode::Slice:
+    return slice(operand(0), Shape(op.offsets()->begin(), op.offsets()->end()),
+                 Shape(op.sizes()->begin(), op.sizes()->end()), result(0),
+                 stream);
+  case OpCode::Concat: {
+    std::vector<TensorRef> inputs;
+    for (unsigned i = 0; i < op.operands()->size(); ++i)
+      inputs.push_back(operand(i));
+    return concat(inputs, op.dim(), result(0), stream);
+  }
+  case OpCode::Reshape:
+    return reshape(operand(0), result(0), stream);
+  case OpCode::Attention: {
+    AttentionParams p;
+    p.causal = op.causal();
+    p.numHeads = op.num_heads();
+    p.numKvHeads = op.num_kv_heads();
+    p.headDim = op.head_dim();
+    p.scale = op.scale();
+    if (op.operands()->size() == 3)
+      return attention(operand(0), operand(1), operand(2), result(0), p,
+                       stream);
+    // The kernel updates the cache in place: a plan whose updated cache is
+    // another buffer gets a copy of the old cache there first.
+    for (unsigned i : {1u, 2u})
+      if (result(i).data != operand(i + 2).data)
+        BRAID_CUDA_CHECK(cudaMemcpyAsync(result(i).data, operand(i + 2).data,
+                                         bytesOf(result(i)),
+                                         cudaMemcpyDeviceToDevice, stream));
+    return attentionWithCache(operand(0), operand(1), operand(2), result(1),
+                              result(2), operand(5), result(0), p,
+                              errors_->get(), stream);
+  }
+  case OpCode::Wait:
+    // The collective was enqueued on its stream by the start; consumers on
+    // other streams are ordered by the plan's events.
+    return Status::ok();
+  default:
+    return runCollective(fn, index, op, stream);
+  }
+}
+
+Status CudaRank::enqueue(Function &fn) {
+  const plan::Function &f = *fn.f;
+  cudaStream_t main = streams_[0].get();
+  // Fork: every stream starts after stream 0's work so far (the inputs).
+  BRAID_CUDA_CHECK(cudaEventRecord(fn.fork.get(), main));
+  for (size_t s = 1; s < streams_.size(); ++s)
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(streams_[s].get(), fn.fork.get(), 0));
+  if (f.ops())
+    for (unsigned i = 0; i < f.ops()->size(); ++i) {
+      const plan::Op &op = *f.ops()->Get(i);
+      cudaStream_t stream = streams_[size_t(op.stream())].get();
+      if (op.wait_events())
+        for (int e : *op.wait_events())
+          BRAID_CUDA_CHECK(
+              cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
+      Status st = runOp(fn, int(i), stream);
+      if (!st) {
+        const char *name = opcodeName(op.opcode());
+        return errorf("function '", f.name()->str(), "' op ", i, " (",
+                      name ? name : "?", ")",
+                      op.loc() ? " at " + op.loc()->str() : std::string(),
+                      ": ", st.message());
+      }
+      if (op.record_events())
+        for (int e : *op.record_events())
+          BRAID_CUDA_CHECK(cudaEventRecord(fn.events[size_t(e)].get(), stream));
+    }
+  // Join every stream back into stream 0.
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    BRAID_CUDA_CHECK(cudaEventRecord(fn.join[s - 1].get(), streams_[s].get()));
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, fn.join[s - 1].get(), 0));
+  }
+  // State updated out of place is copied into its slot.
+  if (f.state())
+    for (const plan::StateBinding *b : *f.state()) {
+      void *slot = state_[size_t(b->slot())].get();
+      TensorRef out = ref(fn, b->output());
+      if (out.data != slot)
+        BRAID_CUDA_CHECK(cudaMemcpyAsync(slot, out.data, bytesOf(out),
+                                         cudaMemcpyDeviceToDevice, main));
+    }
+  return Status::ok();
+}
+
+void CudaRank::abortComms() {
+  for (ncclComm_t &c : comms_)
+    if (c) {
+      (void)ncclCommAbort(c);
+      c = nullptr;
+    }
+  broken_ = true;
+}
+
+Status CudaRank::waitForStep(cudaEvent_t done,
+                             const std::atomic<bool> &cancel) {
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess)
+      return Status::ok();
+    if (q != cudaErrorNotReady)
+      BRAID_CUDA_CHECK(q);
+    for (ncclComm_t c : comms_) {
+      ncclResult_t async = ncclSuccess;
+      if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess &&
+          async != ncclSuccess && async != ncclInProgress) {
+        std::string detail = ncclGetLastError(c);
+        abortComms();
+        return errorf("NCCL asynchronous error: ", ncclGetErrorString(async),
+                      detail.empty() ? "" : " (" + detail + ")");
+      }
+    }
+    if (cancel.load()) {
+      abortComms();
+      return errorf("aborted: another rank failed");
+    }
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (waited > options_.stepTimeoutSeconds) {
+      abortComms();
+      return errorf("step did not finish within ", options_.stepTimeoutSeconds,
+                    " s (a collective is stuck: do all ranks run the same "
+                    "plan?); communicators aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+Expected<TensorMap> CudaRank::run(const std::string &function,
+                                  const TensorMap &inputs, StepTiming &timing,
+                                  const std::atomic<bool> &cancel) {
+  if (broken_)
+    return errorf("rank ", rank_,
+                  " is unusable after an aborted step; create a new runner");
+  BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  int fi = plan_.functionIndex(function);
+  if (fi < 0)
+    return errorf("plan has no function '", function, "'");
+  Function &fn = functions_.at(fi);
+  const plan::Function &f = *fn.f;
+  cudaStream_t main = streams_[0].get();
+
+  size_t bound = 0;
+  if (f.inputs())
+    for (const plan::Binding *b : *f.inputs()) {
+      auto it = inputs.find(b->name()->str());
+      if (it == inputs.end())
+        return errorf("function '", function, "': missing input '",
+                      b->name()->str(), "'");
+      TensorRef t = ref(fn, b->tensor());
+      const HostTensor &h = it->second;
+      if (h.dtype != t.dtype || h.shape != t.shape)
+        return errorf("function '", function, "': input '", b->name()->str(),
+                      "' must be ", formatShape(t.shape), " x ",
+                      dtypeName(t.dtype), ", got ", formatShape(h.shape), " x ",
+                      dtypeName(h.dtype));
+      BRAID_CUDA_CHECK(cudaMemcpyAsync(t.data, h.bytes.data(), h.bytes.size(),
+                                       cudaMemcpyHostToDevice, main));
+      ++bound;
+    }
+  if (bound != inputs.size())
+    return errorf("function '", function, "': ", inputs.size(),
+                  " inputs given, it takes ", bound);
+
+  timing = StepTiming();
+  if (options_.graph && !fn.exec) {
+    // Capture once; instantiate and upload before the first launch.
+    BRAID_CUDA_CHECK(
+        cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+    Status st = enqueue(fn);
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(main, &graph);
+    fn.graph = Graph(graph);
+    BRAID_RETURN_IF_ERROR(st);
+    BRAID_CUDA_CHECK(end);
+    BRAID_CUDA_CHECK(cudaGraphInstantiate(fn.exec.out(), fn.graph.get(), 0));
+    BRAID_CUDA_CHECK(cudaGraphUpload(fn.exec.get(), main));
+    timing.captured = true;
+  }
+  BRAID_CUDA_CHECK(cudaEventRecord(start_.get(), main));
+  auto hostStart = std::chrono::steady_clock::now();
+  if (options_.graph)
+    BRAID_CUDA_CHECK(cudaGraphLaunch(fn.exec.get(), main));
+  else
+    BRAID_RETURN_IF_ERROR(enqueue(fn));
+  timing.hostLaunchMs = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - hostStart)
+                            .count();
+  BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
+  BRAID_RETURN_IF_ERROR(waitForStep(stop_.get(), cancel));
+  float ms = 0;
+  BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
+  timing.deviceMs = ms;
+  BRAID_RETURN_IF_ERROR(errors_->check(main));
+
+  TensorMap outputs;
+  if (f.outputs())
+    for (const plan::Binding *b : *f.outputs()) {
+      TensorRef t = ref(fn, b->tensor());
+      HostTensor h(t.dtype, t.shape);
+      BRAID_CUDA_CHECK(cudaMemcpy(h.bytes.data(), t.data, h.bytes.size(),
+                                  cudaMemcpyDeviceToHost));
+      outputs[b->name()->str()] = std::move(h);
+    }
+  return outputs;
+}
+
+Status CudaRank::setParameter(const std::string &name,
+                              const HostTensor &local) {
+  const plan::Plan &p = plan_.root();
+  BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  if (p.parameters())
+    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
+      const plan::Parameter *param = p.parameters()->Get(i);
+      if (param->name()->string_view() != name)
+        continue;
+      Shape shape(param->local_shape()->begin(), param->local_shape()->end());
+      if (local.shape != shape || local.dtype != param->dtype())
+        return errorf("parameter '", name, "' is ", formatShape(shape), " x ",
+                      dtypeName(param->dtype()), ", got ",
+                      formatShape(local.shape), " x ", dtypeName(local.dtype));
+      BRAID_CUDA_CHECK(cudaMemcpy(params_[i].get(), local.bytes.data(),
+                                  local.bytes.size(), cudaMemcpyHostToDevice));
+      return Status::ok();
+    }
+  return errorf("no parameter named '", name, "'");
+}
+
+//===----------------------------------------------------------------------===//
+// CudaRunner
+//===----------------------------------------------------------------------===//
+
+Expected<int> cuda::usableDeviceCount() {
+  BRAID_RETURN_IF_ERROR(cudaDeviceAvailable());
+  int count = 0;
+  BRAID_CUDA_CHECK(cudaGetDeviceCount(&count));
+  return count;
+}
+
+CudaRunner::~CudaRunner() = default;
+
+Expected<std::unique_ptr<CudaRunner>>
+CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options) {
+  auto devices = usableDeviceCount();
+  if (!devices)
+    return devices.status();
+  const plan::Plan &p = plan.root();
+  int world = p.world_size();
+  if (options.deviceOffset < 0 || options.deviceOffset + world > *devices)
+    return errorf("the plan needs ", world, " GPUs (one per rank) from GPU ",
+                  options.deviceOffset, "; this machine has ", *devices);
+
+  // One NCCL id per group instance, shared by its member threads.
+  std::map<int64_t, ncclUniqueId> ids;
+  if (p.groups())
+    for (unsigned g = 0; g < p.groups()->size(); ++g)
+      for (int r = 0; r < world; ++r) {
+        int64_t key = groupPosition(p, int(g), r).instanceKey;
+        if (!ids.count(key))
+          BRAID_NCCL_CHECK(ncclGetUniqueId(&ids[key]));
+      }
+
+  std::unique_ptr<CudaRunner> runner(new CudaRunner());
+  std::vector<std::optional<Expected<std::unique_ptr<CudaRank>>>> made(
+      static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      made[size_t(r)] =
+          CudaRank::create(plan, r, options.deviceOffset + r, ids, options);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (auto &m : made) {
+    if (!m->hasValue())
+      return m->status();
+    runner->ranks_.push_back(m->take());
+  }
+  return runner;
+}
+
+Expected<std::vector<TensorMap>>
+CudaRunner::run(const std::string &function,
+                const std::vector<TensorMap> &inputs) {
+  size_t world = ranks_.size();
+  if (inputs.size() != 1 && inputs.size() != world)
+    return errorf("got inputs for ", inputs.size(), " ranks, world is ",
+                  world);
+  std::vector<std::optional<Expected<TensorMap>>> results(world);
+  std::vector<StepTiming> timings(world);
+  std::atomic<bool> cancel{false};
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      results[r] = ranks_[r]->run(function,
+                                  inputs[inputs.size() == 1 ? 0 : r],
+                                  timings[r], cancel);
+      if (!results[r]->hasValue())
+        cancel = true; // release ranks blocked in collectives
+    });
+  for (std::thread &t : threads)
+    t.join();
+  std::vector<TensorMap> out;
+  // Report the root cause, not the aborts it triggered elsewhere.
+  for (size_t r = 0; r < world; ++r)
+    if (!results[r]->hasValue() &&
+        results[r]->status().message().find("aborted: another rank") ==
+            std::string::npos)
+      return errorf("rank ", r, ": ", results[r]->status().message());
+  for (size_t r = 0; r < world; ++r) {
+    if (!results[r]->hasValue())
+      return errorf("rank ", r, ": ", results[r]->status().message());
+    out.push_back(results[r]->take());
+  }
+  timing_ = timings[0];
+  return out;
+}
+
+Status CudaRunner::setParameter(int rank, const std::string &name,
+                                const HostTensor &local) {
+  if (rank < 0 || rank >= int(ranks_.size()))
+    return errorf("rank ", rank, " is outside the world of ", ranks_.size());
+  return ranks_[size_t(rank)]->setParameter(name, local);
+}

@@ -1,0 +1,86 @@
+//===- Executor.h - Run a plan on GPUs: eager streams or CUDA Graphs -*- C++ -*-===//
+//
+// One CudaRank per GPU. At creation a rank allocates everything once: one
+// arena per function (the plan's arena_size), its parameter slices
+// (deterministic weights, the same values as the CPU interpreter: generated
+// on the host and uploaded) and zeroed state slots; the plan's streams and
+// events; a cuBLASLt handle with a fixed workspace and one GEMM plan per
+// matmul; staging buffers for collectives along a non-zero dim; and one NCCL
+// communicator per device group it belongs to.
+//
+// A step copies the inputs to their fixed arena buffers, then either
+// launches the ops on their streams (eager) or replays the function's CUDA
+// Graph: captured on first use with event fork/join across the plan's
+// streams, instantiated once, uploaded before its first launch, re-captured
+// never (shapes are static). The KV-cache position is a device tensor, so
+// the same graph serves every decode step.
+//
+// Faults: every CUDA/cuBLAS/NCCL error names the call, file and line; a
+// step that does not finish within the timeout (a stuck collective) or an
+// NCCL asynchronous error aborts the communicators and ends the step with
+// an error, never a hang.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CUDA_EXECUTOR_H
+#define BRAID_RUNTIME_CUDA_EXECUTOR_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/Status.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace braid::rt::cuda {
+
+using TensorMap = std::map<std::string, HostTensor>;
+
+struct ExecutorOptions {
+  bool graph = true;   // replay CUDA Graphs (false: eager stream launch)
+  uint64_t seed = 0;   // deterministic weights
+  size_t gemmWorkspaceBytes = size_t(32) << 20;
+  double stepTimeoutSeconds = 120; // a stuck collective ends the step
+  /// GPU of world rank r: deviceOffset + r (one thread per GPU).
+  int deviceOffset = 0;
+};
+
+/// Per-step measurements.
+struct StepTiming {
+  double deviceMs = 0;     // CUDA events around the launch on stream 0
+  double hostLaunchMs = 0; // host time to enqueue the step
+  bool captured = false;   // this step captured (and instantiated) a graph
+};
+
+class CudaRank;
+
+/// Every rank of a plan as one thread per GPU in this process.
+class CudaRunner {
+public:
+  static Expected<std::unique_ptr<CudaRunner>>
+  create(LoadedPlan plan, const ExecutorOptions &options);
+  ~CudaRunner();
+
+  /// One step on every rank; `inputs` has one map per rank or one for all.
+  Expected<std::vector<TensorMap>> run(const std::string &function,
+                                       const std::vector<TensorMap> &inputs);
+  /// Rank 0's timing of the last step.
+  const StepTiming &lastTiming() const { return timing_; }
+  int worldSize() const { return int(ranks_.size()); }
+  /// Replaces parameter `name` on rank `rank` (e.g. from a checkpoint).
+  Status setParameter(int rank, const std::string &name,
+                      const HostTensor &local);
+
+private:
+  CudaRunner() = default;
+  std::vector<std::unique_ptr<CudaRank>> ranks_;
+  StepTiming timing_;
+};
+
+/// Number of usable GPUs, or an error saying why there are none.
+Expected<int> usableDeviceCount();
+
+} // namespace braid::rt::cuda
+
+#endif // BRAID_RUNTIME_CUDA_EXECUTOR_H

@@ -1,0 +1,53 @@
+//===- Gemm.h - braid.matmul through cuBLASLt -------------------*- C++ -*-===//
+//
+// Row-major C[b] = op(A[b]) op(B[b]) (B shared when not batched), bf16/fp16/
+// fp32 storage with fp32 accumulation (CUBLAS_COMPUTE_32F), as the CPU
+// reference computes. cuBLASLt is column-major, so the plan computes
+// C^T = op(B)^T op(A)^T. The algorithm is chosen by cuBLASLt's heuristic
+// once, when the plan is built, with a fixed workspace: nothing is queried
+// or allocated while a stream is being captured into a CUDA Graph.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CUDA_GEMM_H
+#define BRAID_RUNTIME_CUDA_GEMM_H
+
+#include "runtime/HostTensor.h"
+#include "runtime/Status.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+namespace braid::rt::cuda {
+
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false;
+  bool batchedB = false; // B carries A's batch dims
+  DType dtype = DType::BF16;
+};
+
+/// The GemmShape of a plan matmul with operand shapes `a`, `b`.
+Expected<GemmShape> gemmShapeOf(const Shape &a, const Shape &b, bool transA,
+                                bool transB, DType dtype);
+
+class GemmPlan {
+public:
+  static Expected<GemmPlan> create(cublasLtHandle_t handle,
+                                   const GemmShape &shape,
+                                   size_t workspaceBytes);
+  Status run(cublasLtHandle_t handle, const void *a, const void *b, void *c,
+             void *workspace, size_t workspaceBytes,
+             cudaStream_t stream) const;
+  const GemmShape &shape() const { return shape_; }
+
+private:
+  struct Descriptors;
+  GemmShape shape_;
+  std::shared_ptr<Descriptors> d_;
+};
+
+} // namespace braid::rt::cuda
+
+#endif // BRAID_RUNTIME_CUDA_GEMM_H

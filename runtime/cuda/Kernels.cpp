@@ -1,0 +1,584 @@
+//===- Kernels.cpp - Shape checks and launches of the CUDA kernels --------===//
+//
+// The host half of runtime/cuda/Kernels.h: every check the CPU kernel makes
+// (same messages), then the raw launchers of Kernels.cu (DeviceKernels.h).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+using namespace braid::rt;
+using namespace braid::rt::cuda;
+using detail::Dt;
+
+namespace {
+
+Dt deviceType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return Dt::F32;
+  case DType::F16:
+    return Dt::F16;
+  case DType::BF16:
+    return Dt::BF16;
+  case DType::I32:
+    return Dt::I32;
+  case DType::I64:
+    return Dt::I64;
+  }
+  return Dt::F32;
+}
+detail::In in(const TensorRef &t) { return {t.data, deviceType(t.dtype)}; }
+detail::Out out(const TensorRef &t) { return {t.data, deviceType(t.dtype)}; }
+
+constexpr size_t kMaxPlanRank = detail::kMaxRank - 1;
+
+/// Compute kernels index their operands as typed arrays: non-empty tensors
+/// need device data aligned to their dtype (plan buffers from the arena
+/// planner are; a misaligned one is an error, not a fault).
+Status checkData(const char *op, const char *what, const TensorRef &t) {
+  if (numElements(t.shape) == 0)
+    return Status::ok();
+  if (!t.data)
+    return errorf(op, ": ", what, " ", formatShape(t.shape),
+                  " has no device data");
+  size_t align = dtypeSize(t.dtype);
+  if (align == 0)
+    return errorf(op, ": ", what, " has an unknown dtype ", int(t.dtype));
+  if (reinterpret_cast<uintptr_t>(t.data) % align)
+    return errorf(op, ": ", what, " at ", t.data, " is not aligned to its ",
+                  align, "-byte ", dtypeName(t.dtype),
+                  " elements (the CUDA kernels need dtype-aligned buffers)");
+  return Status::ok();
+}
+
+Status checkResult(const char *op, const TensorRef &y, const Shape &want) {
+  if (y.shape != want)
+    return errorf(op, ": result ", formatShape(y.shape), " must be ",
+                  formatShape(want));
+  return Status::ok();
+}
+
+// The same checks, and messages, as runtime/cpu/Norms.cpp.
+Status checkNormParam(const char *op, const char *what, const TensorRef &x,
+                      const TensorRef &p) {
+  if (x.shape.empty() || x.shape.back() == 0)
+    return errorf(op, ": input ", formatShape(x.shape),
+                  " needs a non-empty last dimension");
+  if (p.shape.size() != 1 || p.shape[0] != x.shape.back())
+    return errorf(op, ": ", what, " ", formatShape(p.shape), " must be [",
+                  x.shape.back(), "] for input ", formatShape(x.shape));
+  return Status::ok();
+}
+
+struct AttnDims {
+  int64_t b, sq, hq, hkv, d;
+};
+
+// The same checks, and messages, as runtime/cpu/Attention.cpp.
+Expected<AttnDims> checkQkv(const TensorRef &q, const TensorRef &k,
+                            const TensorRef &v, const AttentionParams &p) {
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
+    return errorf("attention: q, k, v must be rank 4, got ",
+                  formatShape(q.shape), ", ", formatShape(k.shape), ", ",
+                  formatShape(v.shape));
+  AttnDims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
+  if (p.numHeads != d.hq || p.numKvHeads != d.hkv || p.headDim != d.d)
+    return errorf("attention: num_heads/num_kv_heads/head_dim ", p.numHeads,
+                  "/", p.numKvHeads, "/", p.headDim, " disagree with q ",
+                  formatShape(q.shape), " and k ", formatShape(k.shape));
+  if (d.hkv <= 0 || d.hq % d.hkv)
+    return errorf("attention: num_heads ", d.hq,
+                  " is not a multiple of num_kv_heads ", d.hkv);
+  if (k.shape != Shape{d.b, d.sq, d.hkv, d.d} || v.shape != k.shape)
+    return errorf("attention: k ", formatShape(k.shape), " and v ",
+                  formatShape(v.shape), " must be [", d.b, ", ", d.sq, ", ",
+                  d.hkv, ", ", d.d, "]");
+  if (d.d > detail::kMaxAttentionHeadDim)
+    return errorf("attention: head_dim ", d.d,
+                  " exceeds the CUDA kernel's limit of ",
+                  detail::kMaxAttentionHeadDim);
+  return d;
+}
+
+float attentionScale(const AttentionParams &p, int64_t headDim) {
+  return p.scale != 0.0 ? float(p.scale) : 1.0f / std::sqrt(float(headDim));
+}
+
+detail::Dims dimsOf(const std::vector<int64_t> &v) {
+  detail::Dims d{};
+  for (size_t i = 0; i < v.size() && i < size_t(detail::kMaxRank); ++i)
+    d.v[i] = v[i];
+  return d;
+}
+
+std::vector<int64_t> contiguousStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+Status cuda::binary(BinaryKind kind, const TensorRef &lhs, const TensorRef &rhs,
+                    const TensorRef &result, cudaStream_t stream) {
+  const char *name = kind == BinaryKind::Add ? "add" : "mul";
+  size_t rl = lhs.shape.size(), rr = rhs.shape.size();
+  if (rr > rl)
+    return errorf(name, ": rhs ", formatShape(rhs.shape),
+                  " has a higher rank than lhs ", formatShape(lhs.shape));
+  // rhs aligned to lhs's trailing dims; size-1 dims broadcast.
+  std::vector<int64_t> rhsStride(rl, 0);
+  int64_t stride = 1;
+  bool exact = true; // every rhs dim equals lhs's
+  for (size_t i = 0; i < rr; ++i) {
+    size_t ri = rr - 1 - i, li = rl - 1 - i;
+    if (rhs.shape[ri] != lhs.shape[li] && rhs.shape[ri] != 1)
+      return errorf(name, ": rhs ", formatShape(rhs.shape),
+                    " does not broadcast to lhs ", formatShape(lhs.shape));
+    exact = exact && rhs.shape[ri] == lhs.shape[li];
+    rhsStride[li] = rhs.shape[ri] == 1 ? 0 : stride;
+    stride *= rhs.shape[ri];
+  }
+  BRAID_RETURN_IF_ERROR(checkResult(name, result, lhs.shape));
+  if (rl > kMaxPlanRank)
+    return errorf(name, ": rank ", rl, " exceeds the CUDA kernel's limit of ",
+                  kMaxPlanRank);
+  BRAID_RETURN_IF_ERROR(checkData(name, "lhs", lhs));
+  BRAID_RETURN_IF_ERROR(checkData(name, "rhs", rhs));
+  BRAID_RETURN_IF_ERROR(checkData(name, "result", result));
+  int64_t count = numElements(lhs.shape), rhsCount = numElements(rhs.shape);
+  detail::Broadcast mode = rhsCount == count ? detail::Broadcast::Same
+                           : exact           ? detail::Broadcast::Modulo
+                                             : detail::Broadcast::General;
+  BRAID_CUDA_CHECK(detail::launchBinary(
+      kind == BinaryKind::Mul, in(lhs), in(rhs), out(result), count, mode,
+      rhsCount, int(rl), dimsOf(lhs.shape), dimsOf(rhsStride), stream));
+  return Status::ok();
+}
+
+static Status unary(const char *name, detail::Unary kind, const TensorRef &x,
+                    const TensorRef &y, cudaStream_t stream) {
+  BRAID_RETURN_IF_ERROR(checkResult(name, y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData(name, "input", x));
+  BRAID_RETURN_IF_ERROR(checkData(name, "result", y));
+  BRAID_CUDA_CHECK(
+      detail::launchUnary(kind, in(x), out(y), numElements(x.shape), stream));
+  return Status::ok();
+}
+
+Status cuda::silu(const TensorRef &x, const TensorRef &y, cudaStream_t stream) {
+  return unary("silu", detail::Unary::Silu, x, y, stream);
+}
+
+Status cuda::gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
+                  cudaStream_t stream) {
+  return unary("gelu",
+               kind == GeluKind::Erf ? detail::Unary::GeluErf
+                                     : detail::Unary::GeluTanh,
+               x, y, stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+Status cuda::rmsNorm(const TensorRef &x, const TensorRef &weight,
+                     const TensorRef &y, double epsilon, cudaStream_t stream) {
+  BRAID_RETURN_IF_ERROR(checkNormParam("rms_norm", "weight", x, weight));
+  BRAID_RETURN_IF_ERROR(checkResult("rms_norm", y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData("rms_norm", "input", x));
+  BRAID_RETURN_IF_ERROR(checkData("rms_norm", "weight", weight));
+  BRAID_RETURN_IF_ERROR(checkData("rms_norm", "result", y));
+  int64_t h = x.shape.back(), rows = numElements(x.shape) / h;
+  BRAID_CUDA_CHECK(detail::launchRmsNorm(in(x), in(weight), out(y), rows, h,
+                                         float(epsilon), stream));
+  return Status::ok();
+}
+
+Status cuda::layerNorm(const TensorRef &x, const TensorRef &weight,
+                       const TensorRef &bias, const TensorRef &y,
+                       double epsilon, cudaStream_t stream) {
+  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "weight", x, weight));
+  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "bias", x, bias));
+  BRAID_RETURN_IF_ERROR(checkResult("layer_norm", y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData("layer_norm", "input", x));
+  BRAID_RETURN_IF_ERROR(checkData("layer_norm", "weight", weight));
+  BRAID_RETURN_IF_ERROR(checkData("layer_norm", "bias", bias));
+  BRAID_RETURN_IF_ERROR(checkData("layer_norm", "result", y));
+  int64_t h = x.shape.back(), rows = numElements(x.shape) / h;
+  BRAID_CUDA_CHECK(detail::launchLayerNorm(in(x), in(weight), in(bias), out(y),
+                                           rows, h, float(epsilon), stream));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Rope, softmax, embedding
+//===----------------------------------------------------------------------===//
+
+Status cuda::rope(const TensorRef &x, const TensorRef &positions,
+                  const TensorRef &y, double theta, cudaStream_t stream) {
+  if (x.shape.size() != 4)
+    return errorf("rope: input must be [B, S, H, D], got ",
+                  formatShape(x.shape));
+  int64_t b = x.shape[0], s = x.shape[1], h = x.shape[2], d = x.shape[3];
+  if (d % 2)
+    return errorf("rope: head dim ", d, " must be even");
+  if (positions.shape != Shape{b, s})
+    return errorf("rope: positions ", formatShape(positions.shape),
+                  " must be [", b, ", ", s, "]");
+  BRAID_RETURN_IF_ERROR(checkResult("rope", y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData("rope", "input", x));
+  BRAID_RETURN_IF_ERROR(checkData("rope", "positions", positions));
+  BRAID_RETURN_IF_ERROR(checkData("rope", "result", y));
+  BRAID_CUDA_CHECK(detail::launchRope(in(x), in(positions), out(y), b * s, h, d,
+                                      theta, stream));
+  return Status::ok();
+}
+
+Status cuda::softmax(const TensorRef &x, const TensorRef &y, int64_t dim,
+                     cudaStream_t stream) {
+  int64_t rank = int64_t(x.shape.size());
+  if (dim < 0 || dim >= rank)
+    return errorf("softmax: dim ", dim, " out of range for ",
+                  formatShape(x.shape));
+  BRAID_RETURN_IF_ERROR(checkResult("softmax", y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData("softmax", "input", x));
+  BRAID_RETURN_IF_ERROR(checkData("softmax", "result", y));
+  int64_t n = x.shape[size_t(dim)], inner = 1, outer = 1;
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= x.shape[size_t(d)];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= x.shape[size_t(d)];
+  BRAID_CUDA_CHECK(
+      detail::launchSoftmax(in(x), out(y), outer, n, inner, stream));
+  return Status::ok();
+}
+
+Status cuda::embedding(const TensorRef &ids, const TensorRef &table,
+                       const TensorRef &result, int64_t vocabStart,
+                       cudaStream_t stream) {
+  if (table.shape.size() != 2)
+    return errorf("embedding: table must be [V, H], got ",
+                  formatShape(table.shape));
+  int64_t v = table.shape[0], h = table.shape[1];
+  Shape want = ids.shape;
+  want.push_back(h);
+  BRAID_RETURN_IF_ERROR(checkResult("embedding", result, want));
+  BRAID_RETURN_IF_ERROR(checkData("embedding", "ids", ids));
+  BRAID_RETURN_IF_ERROR(checkData("embedding", "table", table));
+  BRAID_RETURN_IF_ERROR(checkData("embedding", "result", result));
+  BRAID_CUDA_CHECK(detail::launchEmbedding(in(ids), in(table), out(result),
+                                           numElements(ids.shape), v, h,
+                                           vocabStart, stream));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+Status cuda::attention(const TensorRef &q, const TensorRef &k,
+                       const TensorRef &v, const TensorRef &o,
+                       const AttentionParams &p, cudaStream_t stream) {
+  auto dims = checkQkv(q, k, v, p);
+  if (!dims)
+    return dims.status();
+  const AttnDims &d = *dims;
+  BRAID_RETURN_IF_ERROR(checkResult("attention", o, q.shape));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "q", q));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "k", k));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "v", v));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "o", o));
+  detail::AttentionArgs a{};
+  a.q = in(q);
+  a.k = in(k);
+  a.v = in(v);
+  a.o = out(o);
+  a.batch = d.b;
+  a.seq = d.sq;
+  a.heads = d.hq;
+  a.kvHeads = d.hkv;
+  a.headDim = d.d;
+  a.keyStride = d.sq;
+  a.scale = attentionScale(p, d.d);
+  a.causal = p.causal;
+  a.position = {nullptr, Dt::I64};
+  a.error = nullptr;
+  BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
+  return Status::ok();
+}
+
+Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
+                                const TensorRef &v, const TensorRef &kCache,
+                                const TensorRef &vCache,
+                                const TensorRef &position, const TensorRef &o,
+                                const AttentionParams &p,
+                                DeviceErrorRecord *errors,
+                                cudaStream_t stream) {
+  auto dims = checkQkv(q, k, v, p);
+  if (!dims)
+    return dims.status();
+  const AttnDims &d = *dims;
+  if (kCache.shape.size() != 4 || kCache.shape[0] != d.b ||
+      kCache.shape[2] != d.hkv || kCache.shape[3] != d.d ||
+      vCache.shape != kCache.shape)
+    return errorf("attention: caches ", formatShape(kCache.shape), " and ",
+                  formatShape(vCache.shape), " must be [", d.b, ", max_seq, ",
+                  d.hkv, ", ", d.d, "]");
+  if (position.shape != Shape{d.b})
+    return errorf("attention: position ", formatShape(position.shape),
+                  " must be [", d.b, "]");
+  if (!errors)
+    return errorf("attention: a KV cache needs a DeviceErrorRecord to report "
+                  "positions out of range");
+  BRAID_RETURN_IF_ERROR(checkResult("attention", o, q.shape));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "q", q));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "k", k));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "v", v));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "k_cache", kCache));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "v_cache", vCache));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "position", position));
+  BRAID_RETURN_IF_ERROR(checkData("attention", "o", o));
+  int64_t maxS = kCache.shape[1];
+  // 1. Positions checked on the device (first bad batch recorded); 2. the
+  // new rows written; 3. attention over the cache. 2 and 3 do nothing while
+  // a record is set, so a bad position writes nothing, as on the CPU.
+  BRAID_CUDA_CHECK(detail::launchCheckCachePositions(in(position), d.b, d.sq,
+                                                     maxS, errors, stream));
+  BRAID_CUDA_CHECK(detail::launchCacheWrite(
+      in(k), in(v), out(kCache), out(vCache), in(position), d.b, d.sq,
+      d.hkv * d.d, maxS, errors, stream));
+  detail::AttentionArgs a{};
+  a.q = in(q);
+  a.k = in(kCache);
+  a.v = in(vCache);
+  a.o = out(o);
+  a.batch = d.b;
+  a.seq = d.sq;
+  a.heads = d.hq;
+  a.kvHeads = d.hkv;
+  a.headDim = d.d;
+  a.keyStride = maxS;
+  a.scale = attentionScale(p, d.d);
+  a.causal = p.causal;
+  a.position = in(position);
+  a.error = errors;
+  BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+detail::CopyPlan detail::planStridedCopy(uintptr_t dst, uintptr_t src,
+                                         const int64_t *sizes,
+                                         const int64_t *dstStrides,
+                                         const int64_t *srcStrides, int rank,
+                                         int64_t elemSize) {
+  // Work in bytes: one dim per size>1 dim plus the element's bytes, then
+  // merge dims that are contiguous in both source and destination, so a
+  // dense slice becomes a few long runs.
+  struct Dim {
+    int64_t size, dst, src; // strides in bytes
+  };
+  std::vector<Dim> dims;
+  for (int d = 0; d < rank; ++d)
+    if (sizes[d] != 1)
+      dims.push_back(
+          {sizes[d], dstStrides[d] * elemSize, srcStrides[d] * elemSize});
+  dims.push_back({elemSize, 1, 1});
+  std::vector<Dim> merged{dims.back()}; // innermost first
+  for (size_t i = dims.size() - 1; i-- > 0;) {
+    Dim &inner = merged.back();
+    const Dim &outer = dims[i];
+    if (outer.dst == inner.dst * inner.size &&
+        outer.src == inner.src * inner.size)
+      inner.size *= outer.size;
+    else
+      merged.push_back(outer);
+  }
+  std::reverse(merged.begin(), merged.end()); // outermost first again
+
+  // The widest unit that divides both addresses, the contiguous innermost
+  // run and every other stride.
+  auto fits = [&](int64_t u) {
+    if (dst % uint64_t(u) || src % uint64_t(u) || merged.back().size % u)
+      return false;
+    for (size_t i = 0; i + 1 < merged.size(); ++i)
+      if (merged[i].dst % u || merged[i].src % u)
+        return false;
+    return true;
+  };
+  int unit = 16;
+  while (unit > 1 && !fits(unit))
+    unit /= 2;
+  CopyPlan plan;
+  plan.rank = int(merged.size());
+  plan.unitBytes = unit;
+  plan.count = 1;
+  for (size_t i = 0; i < merged.size(); ++i) {
+    bool innermost = i + 1 == merged.size();
+    plan.sizes.v[i] = innermost ? merged[i].size / unit : merged[i].size;
+    plan.dstStrides.v[i] = innermost ? 1 : merged[i].dst / unit;
+    plan.srcStrides.v[i] = innermost ? 1 : merged[i].src / unit;
+    plan.count *= plan.sizes.v[i];
+  }
+  return plan;
+}
+
+Status cuda::stridedCopy(void *dst, const Shape &dstStrides, const void *src,
+                         const Shape &srcStrides, const Shape &sizes,
+                         size_t elemSize, cudaStream_t stream) {
+  size_t r = sizes.size();
+  if (dstStrides.size() != r || srcStrides.size() != r)
+    return errorf("strided copy: ", r, " sizes but ", dstStrides.size(),
+                  " destination and ", srcStrides.size(), " source strides");
+  if (r > kMaxPlanRank)
+    return errorf("strided copy: rank ", r, " exceeds the limit of ",
+                  kMaxPlanRank);
+  if (elemSize == 0)
+    return errorf("strided copy: zero element size");
+  for (size_t d = 0; d < r; ++d)
+    if (sizes[d] < 0 || dstStrides[d] < 0 || srcStrides[d] < 0)
+      return errorf("strided copy: negative size or stride in dim ", d);
+  if (numElements(sizes) == 0)
+    return Status::ok();
+  if (!dst || !src)
+    return errorf("strided copy: null device pointer");
+
+  detail::CopyPlan plan = detail::planStridedCopy(
+      reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
+      sizes.data(), dstStrides.data(), srcStrides.data(), int(r),
+      int64_t(elemSize));
+  BRAID_CUDA_CHECK(detail::launchStridedCopy(dst, src, plan, stream));
+  return Status::ok();
+}
+
+Status cuda::slice(const TensorRef &x, const Shape &offsets, const Shape &sizes,
+                   const TensorRef &y, cudaStream_t stream) {
+  size_t r = x.shape.size();
+  if (offsets.size() != r || sizes.size() != r)
+    return errorf("slice: offsets/sizes need ", r, " entries for ",
+                  formatShape(x.shape));
+  for (size_t d = 0; d < r; ++d)
+    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > x.shape[d])
+      return errorf("slice: dim ", d, " takes [", offsets[d], ", ",
+                    offsets[d] + sizes[d], ") of size ", x.shape[d]);
+  BRAID_RETURN_IF_ERROR(checkResult("slice", y, sizes));
+  if (y.dtype != x.dtype)
+    return errorf("slice: result dtype ", dtypeName(y.dtype),
+                  " differs from the input's ", dtypeName(x.dtype));
+  size_t es = dtypeSize(x.dtype);
+  std::vector<int64_t> strides = contiguousStrides(x.shape);
+  int64_t first = 0;
+  for (size_t d = 0; d < r; ++d)
+    first += offsets[d] * strides[d];
+  if (numElements(sizes) == 0)
+    return Status::ok();
+  return stridedCopy(y.data, contiguousStrides(sizes),
+                     static_cast<const uint8_t *>(x.data) + first * int64_t(es),
+                     strides, sizes, es, stream);
+}
+
+Status cuda::concat(const std::vector<TensorRef> &inputs, int64_t dim,
+                    const TensorRef &y, cudaStream_t stream) {
+  if (inputs.empty())
+    return errorf("concat: no inputs");
+  const TensorRef &first = inputs.front();
+  int64_t r = int64_t(first.shape.size());
+  if (dim < 0 || dim >= r)
+    return errorf("concat: dim ", dim, " out of range for rank ", r);
+  Shape shape = first.shape;
+  shape[size_t(dim)] = 0;
+  for (const TensorRef &t : inputs) {
+    Shape a = t.shape, b = first.shape;
+    if (a.size() != b.size() || dtypeSize(t.dtype) != dtypeSize(first.dtype))
+      return errorf("concat: input ", formatShape(a), " does not match ",
+                    formatShape(b));
+    a[size_t(dim)] = b[size_t(dim)] = 0;
+    if (a != b)
+      return errorf("concat: input ", formatShape(t.shape), " differs from ",
+                    formatShape(first.shape), " outside dim ", dim);
+    shape[size_t(dim)] += t.shape[size_t(dim)];
+  }
+  BRAID_RETURN_IF_ERROR(checkResult("concat", y, shape));
+  if (dtypeSize(y.dtype) != dtypeSize(first.dtype))
+    return errorf("concat: result dtype ", dtypeName(y.dtype),
+                  " differs from the inputs' ", dtypeName(first.dtype));
+  size_t es = dtypeSize(first.dtype);
+  std::vector<int64_t> yStrides = contiguousStrides(shape);
+  int64_t at = 0; // running offset along dim
+  for (const TensorRef &t : inputs) {
+    BRAID_RETURN_IF_ERROR(stridedCopy(
+        static_cast<uint8_t *>(y.data) +
+            at * yStrides[size_t(dim)] * int64_t(es),
+        yStrides, t.data, contiguousStrides(t.shape), t.shape, es, stream));
+    at += t.shape[size_t(dim)];
+  }
+  return Status::ok();
+}
+
+Status cuda::reshape(const TensorRef &x, const TensorRef &y,
+                     cudaStream_t stream) {
+  if (numElements(x.shape) != numElements(y.shape))
+    return errorf("reshape of ", formatShape(x.shape), " to ",
+                  formatShape(y.shape), " changes the element count");
+  if (dtypeSize(x.dtype) != dtypeSize(y.dtype))
+    return errorf("reshape: result dtype ", dtypeName(y.dtype),
+                  " differs from the input's ", dtypeName(x.dtype));
+  size_t bytes = size_t(numElements(x.shape)) * dtypeSize(x.dtype);
+  if (bytes == 0 || x.data == y.data)
+    return Status::ok();
+  BRAID_CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, bytes,
+                                   cudaMemcpyDeviceToDevice, stream));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// DeviceErrorFlag
+//===----------------------------------------------------------------------===//
+
+void DeviceErrorFlag::Free::operator()(DeviceErrorRecord *p) const {
+  (void)cudaFree(p);
+}
+
+Expected<DeviceErrorFlag> DeviceErrorFlag::create() {
+  void *p = nullptr;
+  BRAID_CUDA_CHECK(cudaMalloc(&p, sizeof(DeviceErrorRecord)));
+  DeviceErrorFlag flag;
+  flag.record_.reset(static_cast<DeviceErrorRecord *>(p));
+  BRAID_CUDA_CHECK(cudaMemset(p, 0, sizeof(DeviceErrorRecord)));
+  return flag;
+}
+
+Status DeviceErrorFlag::check(cudaStream_t stream) {
+  DeviceErrorRecord record{};
+  BRAID_CUDA_CHECK(cudaMemcpyAsync(&record, get(), sizeof record,
+                                   cudaMemcpyDeviceToHost, stream));
+  BRAID_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (record.code == kDeviceErrorNone)
+    return Status::ok();
+  BRAID_CUDA_CHECK(cudaMemsetAsync(get(), 0, sizeof record, stream));
+  BRAID_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int64_t *a = record.args;
+  switch (record.code) {
+  case kDeviceErrorAttentionPosition: // as runtime/cpu/Attention.cpp
+    return errorf("attention: batch ", a[0], " writes cache rows [", a[1],
+                  ", ", a[2], ") outside max_seq ", a[3]);
+  default:
+    return errorf("a kernel recorded the unknown device error code ",
+                  record.code);
+  }
+}

@@ -1,0 +1,73 @@
+//===- Resources.h - RAII owners of CUDA objects ----------------*- C++ -*-===//
+//
+// One owner per CUDA object kind (TensorRT-LLM's cudaStream.h style):
+// move-only, destructors never throw and ignore errors (they may run while
+// an error is being reported).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CUDA_RESOURCES_H
+#define BRAID_RUNTIME_CUDA_RESOURCES_H
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <utility>
+
+namespace braid::rt::cuda {
+
+template <typename T, typename Deleter> class Owner {
+public:
+  Owner() = default;
+  explicit Owner(T value) : value_(value) {}
+  Owner(Owner &&other) noexcept : value_(std::exchange(other.value_, T())) {}
+  Owner &operator=(Owner &&other) noexcept {
+    if (this != &other) {
+      reset();
+      value_ = std::exchange(other.value_, T());
+    }
+    return *this;
+  }
+  Owner(const Owner &) = delete;
+  Owner &operator=(const Owner &) = delete;
+  ~Owner() { reset(); }
+  T get() const { return value_; }
+  T *out() {
+    reset();
+    return &value_;
+  }
+  explicit operator bool() const { return value_ != T(); }
+  void reset() {
+    if (value_ != T())
+      Deleter()(value_);
+    value_ = T();
+  }
+
+private:
+  T value_ = T();
+};
+
+struct FreeDevice {
+  void operator()(void *p) const { (void)cudaFree(p); }
+};
+struct DestroyStream {
+  void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
+};
+struct DestroyEvent {
+  void operator()(cudaEvent_t e) const { (void)cudaEventDestroy(e); }
+};
+struct DestroyGraph {
+  void operator()(cudaGraph_t g) const { (void)cudaGraphDestroy(g); }
+};
+struct DestroyGraphExec {
+  void operator()(cudaGraphExec_t g) const { (void)cudaGraphExecDestroy(g); }
+};
+
+using DeviceMemory = Owner<void *, FreeDevice>;
+using Stream = Owner<cudaStream_t, DestroyStream>;
+using Event = Owner<cudaEvent_t, DestroyEvent>;
+using Graph = Owner<cudaGraph_t, DestroyGraph>;
+using GraphExec = Owner<cudaGraphExec_t, DestroyGraphExec>;
+
+} // namespace braid::rt::cuda
+
+#endif // BRAID_RUNTIME_CUDA_RESOURCES_H

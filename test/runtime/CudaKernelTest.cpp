@@ -1,0 +1,1044 @@
+//===- CudaKernelTest.cpp - CUDA kernels against the CPU reference ---------===//
+//
+// Every CUDA kernel (runtime/cuda/Kernels.h) runs on random inputs (fixed
+// seeds) next to its CPU reference kernel (runtime/cpu/Kernels.h), for F32,
+// BF16 and F16 storage. Both sides read the same stored input values; the
+// CPU result is rounded to the storage dtype as the interpreter stores it.
+//
+// Tolerances, per element: |gpu - cpu| <= atol + rtol * |cpu|
+//   F32:  rtol 1e-4,     atol 1e-5  both sides compute in fp32; they differ
+//                                   only in summation order, FMA contraction
+//                                   and the 1-2 ulp of expf/erff/tanhf vs
+//                                   glibc.
+//   BF16: rtol 2^-7 +1%, atol 1e-5  each side rounds its fp32 result once:
+//                                   values that straddle a rounding boundary
+//                                   differ by one bf16 ulp, at most 2^-7 of
+//                                   the value.
+//   F16:  rtol 2^-10 +1%, atol 1e-5 likewise, one f16 ulp.
+// Copies (slice, concat, strided copy, reshape, embedding rows, KV cache
+// writes) must match byte for byte.
+//
+// Without a usable GPU every test that needs one skips with the reason
+// (cudaDeviceAvailable); the CudaKernelChecks tests need none: they check
+// that the launchers reject bad shapes before touching the device, with the
+// CPU kernel's messages.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceKernels.h" // the copy plan, tested without a GPU
+#include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/Resources.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace braid::rt;
+namespace cu = braid::rt::cuda;
+using cpu::AttentionParams;
+using cpu::BinaryKind;
+using cpu::ByteTensor;
+using cpu::FTensor;
+using cpu::GeluKind;
+using cpu::ITensor;
+
+// gtest prints parameters through PrintTo (found by ADL): "bf16", not a
+// byte dump, in test output and in ctest's discovered test names.
+namespace braid::plan {
+inline void PrintTo(DType t, std::ostream *os) { *os << rt::dtypeName(t); }
+} // namespace braid::plan
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    ::braid::rt::Status braidTestStatus_ = (expr);                             \
+    ASSERT_TRUE(braidTestStatus_.isOk()) << braidTestStatus_.message();        \
+  } while (0)
+
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+namespace {
+
+struct Tolerance {
+  float rtol, atol;
+};
+Tolerance toleranceFor(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return {1.01f / 128.0f, 1e-5f};
+  case DType::F16:
+    return {1.01f / 1024.0f, 1e-5f};
+  default:
+    return {1e-4f, 1e-5f};
+  }
+}
+
+std::vector<float> randomFloats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+std::vector<int64_t> randomInts(size_t n, int64_t lo, int64_t hi,
+                                uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
+  std::vector<int64_t> v(n);
+  for (int64_t &x : v)
+    x = dist(gen);
+  return v;
+}
+
+HostTensor randomTensor(DType dt, const Shape &shape, float lo, float hi,
+                        uint32_t seed) {
+  return HostTensor::fromFloats(
+      dt, shape, randomFloats(size_t(numElements(shape)), lo, hi, seed));
+}
+
+FTensor asF(const HostTensor &h) { return {h.shape, h.toFloats()}; }
+ITensor asI(const HostTensor &h) { return {h.shape, h.toInts()}; }
+HostTensor stored(DType dt, const FTensor &f) {
+  return HostTensor::fromFloats(dt, f.shape, f.data);
+}
+ByteTensor asBytes(const HostTensor &h) {
+  return {h.shape, dtypeSize(h.dtype), h.bytes};
+}
+
+void expectClose(const HostTensor &got, const HostTensor &want,
+                 const std::string &what) {
+  ASSERT_EQ(got.shape, want.shape) << what;
+  ASSERT_EQ(got.dtype, want.dtype) << what;
+  Tolerance tol = toleranceFor(want.dtype);
+  std::vector<float> g = got.toFloats(), w = want.toFloats();
+  size_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double diff = std::fabs(double(g[i]) - double(w[i]));
+    double bound = tol.atol + tol.rtol * std::fabs(double(w[i]));
+    if (!(diff <= bound)) { // NaN fails too
+      if (bad < 5)
+        ADD_FAILURE() << what << ": element " << i << " is " << g[i]
+                      << ", CPU reference " << w[i] << " (tolerance " << bound
+                      << ")";
+      ++bad;
+    }
+    if (diff > worst)
+      worst = diff;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << g.size()
+                     << " elements outside tolerance (max |diff| " << worst
+                     << ", " << dtypeName(want.dtype) << ")";
+}
+
+void expectSameBytes(const std::vector<uint8_t> &got,
+                     const std::vector<uint8_t> &want,
+                     const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t first = got.size();
+  for (size_t i = 0; i < got.size() && first == got.size(); ++i)
+    if (got[i] != want[i])
+      first = i;
+  EXPECT_EQ(first, got.size()) << what << ": first differing byte " << first;
+}
+
+std::string paramName(const testing::TestParamInfo<DType> &info) {
+  return dtypeName(info.param);
+}
+
+/// A test that needs a GPU: skips with cudaDeviceAvailable's reason when
+/// there is none. Owns its device buffers and a non-blocking stream.
+class CudaTest : public testing::Test {
+public:
+  void SetUp() override {
+    Status available = cu::cudaDeviceAvailable();
+    if (!available)
+      GTEST_SKIP() << available.message();
+    ASSERT_CUDA(cudaStreamCreateWithFlags(stream_.out(),
+                                          cudaStreamNonBlocking));
+  }
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+  /// Device memory of `bytes` (+ `offset`), filled with 0xff (NaN for every
+  /// float dtype) so unwritten outputs show.
+  uint8_t *rawAlloc(size_t bytes) {
+    buffers_.emplace_back();
+    void *p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess);
+    buffers_.back() = cu::DeviceMemory(p);
+    EXPECT_EQ(cudaMemset(p, 0xff, bytes ? bytes : 1), cudaSuccess);
+    return static_cast<uint8_t *>(p);
+  }
+  cu::TensorRef alloc(DType dt, const Shape &shape, size_t offset = 0) {
+    size_t bytes = size_t(numElements(shape)) * dtypeSize(dt);
+    return {rawAlloc(bytes + offset) + offset, dt, shape};
+  }
+  cu::TensorRef upload(const HostTensor &h, size_t offset = 0) {
+    cu::TensorRef t = alloc(h.dtype, h.shape, offset);
+    write(t, h);
+    return t;
+  }
+  void write(const cu::TensorRef &t, const HostTensor &h) {
+    EXPECT_EQ(cudaMemcpyAsync(t.data, h.bytes.data(), h.bytes.size(),
+                              cudaMemcpyHostToDevice, stream()),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+  }
+  HostTensor download(const cu::TensorRef &t) {
+    HostTensor h(t.dtype, t.shape);
+    EXPECT_EQ(cudaMemcpyAsync(h.bytes.data(), t.data, h.bytes.size(),
+                              cudaMemcpyDeviceToHost, stream()),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+    return h;
+  }
+  void expectCloseTo(const cu::TensorRef &t, const HostTensor &want,
+                     const std::string &what) {
+    expectClose(download(t), want, what);
+  }
+
+  std::vector<cu::DeviceMemory> buffers_;
+  cu::Stream stream_;
+};
+
+/// Parameterized by the storage dtype of the float tensors.
+class CudaKernels : public CudaTest,
+                    public testing::WithParamInterface<DType> {};
+
+} // namespace
+
+TEST(CudaDevice, ReportsWhyNoneIsUsable) {
+  Status available = cu::cudaDeviceAvailable();
+  if (!available) {
+    EXPECT_NE(available.message().find("no usable CUDA device"),
+              std::string::npos)
+        << available.message();
+    GTEST_SKIP() << available.message();
+  }
+  int count = 0;
+  EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_GT(count, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, AddMulBroadcast) {
+  DType dt = GetParam();
+  Shape lhsShape{4, 5, 33};
+  std::vector<Shape> rhsShapes{{4, 5, 33}, {33},     {5, 1},   {4, 1, 33},
+                               {1},        {1, 5, 33}, {4, 5, 1}, {5, 33}};
+  uint32_t seed = 1;
+  for (const Shape &rhsShape : rhsShapes)
+    for (BinaryKind kind : {BinaryKind::Add, BinaryKind::Mul})
+      for (DType rhsDt : {dt, DType::F32}) { // also a mixed-dtype rhs
+        std::string what = std::string(kind == BinaryKind::Add ? "add" : "mul") +
+                           " rhs " + formatShape(rhsShape) + " " +
+                           dtypeName(rhsDt);
+        HostTensor lhs = randomTensor(dt, lhsShape, -3, 3, seed++);
+        HostTensor rhs = randomTensor(rhsDt, rhsShape, -3, 3, seed++);
+        cu::TensorRef out = alloc(dt, lhsShape);
+        ASSERT_OK(cu::binary(kind, upload(lhs), upload(rhs), out, stream()));
+        auto want = cpu::binary(kind, asF(lhs), asF(rhs));
+        ASSERT_TRUE(want) << want.status().message();
+        expectClose(download(out), stored(dt, *want), what);
+      }
+}
+
+TEST_P(CudaKernels, AddInPlace) {
+  DType dt = GetParam();
+  HostTensor lhs = randomTensor(dt, {7, 129}, -3, 3, 11);
+  HostTensor rhs = randomTensor(dt, {129}, -3, 3, 12);
+  cu::TensorRef x = upload(lhs);
+  ASSERT_OK(cu::binary(BinaryKind::Add, x, upload(rhs), x, stream()));
+  auto want = cpu::binary(BinaryKind::Add, asF(lhs), asF(rhs));
+  ASSERT_TRUE(want);
+  expectClose(download(x), stored(dt, *want), "add in place");
+}
+
+TEST_P(CudaKernels, SiluAndGelu) {
+  DType dt = GetParam();
+  HostTensor x = randomTensor(dt, {3, 1031}, -8, 8, 21);
+  cu::TensorRef dx = upload(x);
+  cu::TensorRef y = alloc(dt, x.shape);
+  ASSERT_OK(cu::silu(dx, y, stream()));
+  expectClose(download(y), stored(dt, cpu::silu(asF(x))), "silu");
+  ASSERT_OK(cu::gelu(dx, y, GeluKind::Erf, stream()));
+  expectClose(download(y), stored(dt, cpu::gelu(asF(x), GeluKind::Erf)),
+              "gelu erf");
+  ASSERT_OK(cu::gelu(dx, y, GeluKind::Tanh, stream()));
+  expectClose(download(y), stored(dt, cpu::gelu(asF(x), GeluKind::Tanh)),
+              "gelu tanh");
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, RmsNorm) {
+  DType dt = GetParam();
+  uint32_t seed = 31;
+  for (Shape shape : {Shape{6, 1000}, Shape{2, 3, 64}, Shape{1, 4096},
+                      Shape{3, 7}, Shape{5}})
+    for (DType wDt : {dt, DType::F32}) {
+      std::string what = "rms_norm " + formatShape(shape) + " weight " +
+                         dtypeName(wDt);
+      HostTensor x = randomTensor(dt, shape, -3, 3, seed++);
+      HostTensor w = randomTensor(wDt, {shape.back()}, 0.5f, 1.5f, seed++);
+      cu::TensorRef y = alloc(dt, shape);
+      ASSERT_OK(cu::rmsNorm(upload(x), upload(w), y, 1e-5, stream()));
+      auto want = cpu::rmsNorm(asF(x), asF(w), 1e-5);
+      ASSERT_TRUE(want) << want.status().message();
+      expectClose(download(y), stored(dt, *want), what);
+    }
+}
+
+TEST_P(CudaKernels, LayerNorm) {
+  DType dt = GetParam();
+  uint32_t seed = 41;
+  for (Shape shape : {Shape{6, 1000}, Shape{2, 3, 64}, Shape{1, 4096},
+                      Shape{3, 7}})
+    for (DType wDt : {dt, DType::F32}) {
+      std::string what = "layer_norm " + formatShape(shape) + " weight " +
+                         dtypeName(wDt);
+      // An offset mean checks the two-pass variance.
+      HostTensor x = randomTensor(dt, shape, 1, 5, seed++);
+      HostTensor w = randomTensor(wDt, {shape.back()}, 0.5f, 1.5f, seed++);
+      HostTensor b = randomTensor(wDt, {shape.back()}, -1, 1, seed++);
+      cu::TensorRef y = alloc(dt, shape);
+      ASSERT_OK(
+          cu::layerNorm(upload(x), upload(w), upload(b), y, 1e-5, stream()));
+      auto want = cpu::layerNorm(asF(x), asF(w), asF(b), 1e-5);
+      ASSERT_TRUE(want) << want.status().message();
+      expectClose(download(y), stored(dt, *want), what);
+    }
+}
+
+TEST_P(CudaKernels, NormsInPlace) {
+  DType dt = GetParam();
+  HostTensor x = randomTensor(dt, {4, 300}, -3, 3, 51);
+  HostTensor w = randomTensor(dt, {300}, 0.5f, 1.5f, 52);
+  cu::TensorRef dx = upload(x);
+  ASSERT_OK(cu::rmsNorm(dx, upload(w), dx, 1e-6, stream()));
+  auto want = cpu::rmsNorm(asF(x), asF(w), 1e-6);
+  ASSERT_TRUE(want);
+  expectClose(download(dx), stored(dt, *want), "rms_norm in place");
+}
+
+//===----------------------------------------------------------------------===//
+// Rope
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, Rope) {
+  DType dt = GetParam();
+  struct Case {
+    Shape shape;
+    DType posDt;
+    int64_t maxPos;
+    double theta;
+  };
+  uint32_t seed = 61;
+  for (const Case &c : {Case{{2, 7, 3, 64}, DType::I64, 5000, 10000.0},
+                        Case{{1, 5, 4, 128}, DType::I32, 100000, 500000.0},
+                        Case{{3, 1, 8, 64}, DType::I64, 4096, 10000.0}}) {
+    std::string what = "rope " + formatShape(c.shape) + " positions " +
+                       dtypeName(c.posDt);
+    HostTensor x = randomTensor(dt, c.shape, -2, 2, seed++);
+    Shape posShape{c.shape[0], c.shape[1]};
+    HostTensor pos = HostTensor::fromInts(
+        c.posDt, posShape,
+        randomInts(size_t(numElements(posShape)), 0, c.maxPos, seed++));
+    cu::TensorRef y = alloc(dt, c.shape);
+    ASSERT_OK(cu::rope(upload(x), upload(pos), y, c.theta, stream()));
+    auto want = cpu::rope(asF(x), asI(pos), c.theta);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(y), stored(dt, *want), what);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, SoftmaxEveryDim) {
+  DType dt = GetParam();
+  uint32_t seed = 71;
+  Shape shape{3, 4, 50};
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    HostTensor x = randomTensor(dt, shape, -10, 10, seed++);
+    cu::TensorRef y = alloc(dt, shape);
+    ASSERT_OK(cu::softmax(upload(x), y, dim, stream()));
+    auto want = cpu::softmax(asF(x), dim);
+    ASSERT_TRUE(want);
+    expectClose(download(y), stored(dt, *want),
+                "softmax dim " + std::to_string(dim));
+  }
+  // A long row (several strides of the block) and a lone dim.
+  for (Shape s : {Shape{2, 5000}, Shape{1}, Shape{7, 1, 3}}) {
+    HostTensor x = randomTensor(dt, s, -10, 10, seed++);
+    int64_t dim = int64_t(s.size()) - 1;
+    cu::TensorRef y = alloc(dt, s);
+    ASSERT_OK(cu::softmax(upload(x), y, dim, stream()));
+    auto want = cpu::softmax(asF(x), dim);
+    ASSERT_TRUE(want);
+    expectClose(download(y), stored(dt, *want), "softmax " + formatShape(s));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, EmbeddingWithVocabShard) {
+  DType dt = GetParam();
+  uint32_t seed = 81;
+  HostTensor table = randomTensor(dt, {50, 33}, -1, 1, seed++);
+  cu::TensorRef dTable = upload(table);
+  for (DType idDt : {DType::I64, DType::I32})
+    for (int64_t vocabStart : {int64_t(0), int64_t(50)}) {
+      // Ids below, inside and above this shard, and negative ones.
+      HostTensor ids = HostTensor::fromInts(
+          idDt, {3, 7}, randomInts(21, -5, 130, seed++));
+      cu::TensorRef out = alloc(dt, {3, 7, 33});
+      ASSERT_OK(cu::embedding(upload(ids), dTable, out, vocabStart, stream()));
+      auto want = cpu::embedding(asI(ids), asF(table), vocabStart);
+      ASSERT_TRUE(want);
+      expectSameBytes(download(out).bytes, stored(dt, *want).bytes,
+                      std::string("embedding ids ") + dtypeName(idDt) +
+                          " vocab_start " + std::to_string(vocabStart));
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+AttentionParams attnParams(int64_t hq, int64_t hkv, int64_t d, bool causal,
+                           double scale = 0.0) {
+  AttentionParams p;
+  p.causal = causal;
+  p.numHeads = hq;
+  p.numKvHeads = hkv;
+  p.headDim = d;
+  p.scale = scale;
+  return p;
+}
+} // namespace
+
+TEST_P(CudaKernels, AttentionPrefill) {
+  DType dt = GetParam();
+  struct Case {
+    int64_t b, s, hq, hkv, d;
+    bool causal;
+    double scale;
+  };
+  uint32_t seed = 91;
+  for (const Case &c : {Case{2, 37, 8, 2, 64, true, 0.0},  // GQA causal
+                        Case{2, 37, 8, 2, 64, false, 0.0}, // GQA full
+                        Case{1, 5, 4, 4, 32, true, 0.3},   // MHA, scale
+                        Case{1, 150, 4, 1, 128, true, 0.0}, // > one key tile
+                        Case{1, 3, 2, 1, 80, false, 0.0}}) { // D not 2^k
+    std::string what = "attention b" + std::to_string(c.b) + " s" +
+                       std::to_string(c.s) + " hq" + std::to_string(c.hq) +
+                       " hkv" + std::to_string(c.hkv) + " d" +
+                       std::to_string(c.d) + (c.causal ? " causal" : "");
+    HostTensor q = randomTensor(dt, {c.b, c.s, c.hq, c.d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    AttentionParams p = attnParams(c.hq, c.hkv, c.d, c.causal, c.scale);
+    cu::TensorRef o = alloc(dt, q.shape);
+    ASSERT_OK(
+        cu::attention(upload(q), upload(k), upload(v), o, p, stream()));
+    auto want = cpu::attention(asF(q), asF(k), asF(v), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(o), stored(dt, *want), what);
+  }
+}
+
+TEST_P(CudaKernels, AttentionWithCacheAtNonzeroPositions) {
+  DType dt = GetParam();
+  const int64_t b = 2, s = 20, hq = 8, hkv = 2, d = 64, maxS = 96;
+  uint32_t seed = 101;
+  for (DType posDt : {DType::I64, DType::I32})
+    for (bool causal : {true, false}) {
+      std::string what = std::string("attention with cache, positions ") +
+                         dtypeName(posDt) + (causal ? ", causal" : "");
+      HostTensor q = randomTensor(dt, {b, s, hq, d}, -1, 1, seed++);
+      HostTensor k = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+      HostTensor v = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+      // Earlier rows hold history the queries attend to.
+      HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+      HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+      HostTensor pos = HostTensor::fromInts(posDt, {b}, {37, 5});
+      AttentionParams p = attnParams(hq, hkv, d, causal);
+
+      auto flag = cu::DeviceErrorFlag::create();
+      ASSERT_TRUE(flag) << flag.status().message();
+      cu::TensorRef dkc = upload(kc), dvc = upload(vc), o = alloc(dt, q.shape);
+      ASSERT_OK(cu::attentionWithCache(upload(q), upload(k), upload(v), dkc,
+                                       dvc, upload(pos), o, p, flag->get(),
+                                       stream()));
+      ASSERT_OK(flag->check(stream()));
+
+      FTensor ckc = asF(kc), cvc = asF(vc);
+      auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                          asI(pos), p);
+      ASSERT_TRUE(want) << want.status().message();
+      expectClose(download(o), stored(dt, *want), what + ": o");
+      expectSameBytes(download(dkc).bytes, stored(dt, ckc).bytes,
+                      what + ": k cache");
+      expectSameBytes(download(dvc).bytes, stored(dt, cvc).bytes,
+                      what + ": v cache");
+    }
+}
+
+namespace {
+/// Prefill (S = 9) then decode steps (S = 1) against the CPU, with the same
+/// device position buffer rewritten between steps; in graph mode the decode
+/// step is captured once and replayed.
+void runDecode(CudaTest &t, DType dt, bool graph) {
+  const int64_t b = 2, hq = 4, hkv = 2, d = 64, maxS = 80, prefill = 9;
+  const int steps = 4;
+  AttentionParams p = attnParams(hq, hkv, d, true);
+  uint32_t seed = graph ? 211 : 111;
+  HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  FTensor ckc = asF(kc), cvc = asF(vc);
+  cu::TensorRef dkc = t.upload(kc), dvc = t.upload(vc);
+  auto flag = cu::DeviceErrorFlag::create();
+  ASSERT_TRUE(flag) << flag.status().message();
+  std::vector<int64_t> start{30, 60}; // batch 1 crosses a 64-key tile
+  cu::TensorRef pos = t.upload(HostTensor::fromInts(DType::I64, {b}, start));
+
+  // Prefill.
+  {
+    HostTensor q = randomTensor(dt, {b, prefill, hq, d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {b, prefill, hkv, d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {b, prefill, hkv, d}, -1, 1, seed++);
+    cu::TensorRef o = t.alloc(dt, q.shape);
+    ASSERT_OK(cu::attentionWithCache(t.upload(q), t.upload(k), t.upload(v),
+                                     dkc, dvc, pos, o, p, flag->get(),
+                                     t.stream()));
+    ASSERT_OK(flag->check(t.stream()));
+    auto want = cpu::attentionWithCache(
+        asF(q), asF(k), asF(v), ckc, cvc,
+        ITensor{{b}, start}, p);
+    ASSERT_TRUE(want);
+    t.expectCloseTo(o, stored(dt, *want), "prefill o");
+  }
+
+  // Decode: fixed buffers for q, k, v, o and the position.
+  cu::TensorRef q = t.alloc(dt, {b, 1, hq, d}), k = t.alloc(dt, {b, 1, hkv, d}),
+                v = t.alloc(dt, {b, 1, hkv, d}), o = t.alloc(dt, {b, 1, hq, d});
+  cu::Graph g;
+  cu::GraphExec exec;
+  if (graph) {
+    ASSERT_CUDA(
+        cudaStreamBeginCapture(t.stream(), cudaStreamCaptureModeThreadLocal));
+    Status captured = cu::attentionWithCache(q, k, v, dkc, dvc, pos, o, p,
+                                             flag->get(), t.stream());
+    ASSERT_CUDA(cudaStreamEndCapture(t.stream(), g.out()));
+    ASSERT_OK(captured);
+    ASSERT_CUDA(cudaGraphInstantiate(exec.out(), g.get(), 0));
+    ASSERT_CUDA(cudaGraphUpload(exec.get(), t.stream()));
+  }
+  for (int step = 0; step < steps; ++step) {
+    std::string what = std::string(graph ? "graph" : "eager") +
+                       " decode step " + std::to_string(step);
+    std::vector<int64_t> now{start[0] + prefill + step,
+                             start[1] + prefill + step};
+    HostTensor hq_ = randomTensor(dt, q.shape, -1, 1, seed++);
+    HostTensor hk = randomTensor(dt, k.shape, -1, 1, seed++);
+    HostTensor hv = randomTensor(dt, v.shape, -1, 1, seed++);
+    t.write(q, hq_);
+    t.write(k, hk);
+    t.write(v, hv);
+    t.write(pos, HostTensor::fromInts(DType::I64, {b}, now));
+    if (graph)
+      ASSERT_CUDA(cudaGraphLaunch(exec.get(), t.stream()));
+    else
+      ASSERT_OK(cu::attentionWithCache(q, k, v, dkc, dvc, pos, o, p,
+                                       flag->get(), t.stream()));
+    ASSERT_OK(flag->check(t.stream()));
+    auto want = cpu::attentionWithCache(asF(hq_), asF(hk), asF(hv), ckc, cvc,
+                                        ITensor{{b}, now}, p);
+    ASSERT_TRUE(want) << want.status().message();
+    t.expectCloseTo(o, stored(dt, *want), what);
+  }
+  expectSameBytes(t.download(dkc).bytes, stored(dt, ckc).bytes,
+                  "k cache after decode");
+  expectSameBytes(t.download(dvc).bytes, stored(dt, cvc).bytes,
+                  "v cache after decode");
+}
+} // namespace
+
+TEST_P(CudaKernels, AttentionDecodeSteps) { runDecode(*this, GetParam(), false); }
+
+TEST_P(CudaKernels, AttentionDecodeStepsCapturedInGraph) {
+  runDecode(*this, GetParam(), true);
+}
+
+TEST_P(CudaKernels, AttentionCachePositionOutOfRange) {
+  DType dt = GetParam();
+  const int64_t b = 2, s = 4, hq = 4, hkv = 2, d = 32, maxS = 16;
+  AttentionParams p = attnParams(hq, hkv, d, true);
+  uint32_t seed = 121;
+  HostTensor q = randomTensor(dt, {b, s, hq, d}, -1, 1, seed++);
+  HostTensor k = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+  HostTensor v = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+  HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  cu::TensorRef dq = upload(q), dk = upload(k), dv = upload(v);
+  auto flag = cu::DeviceErrorFlag::create();
+  ASSERT_TRUE(flag) << flag.status().message();
+  // Batch 1 would write rows [13, 17) of 16; then a negative position.
+  for (std::vector<int64_t> bad : {std::vector<int64_t>{3, 13},
+                                   std::vector<int64_t>{-1, 0}}) {
+    cu::TensorRef dkc = upload(kc), dvc = upload(vc), o = alloc(dt, q.shape);
+    HostTensor before = download(o);
+    ASSERT_OK(cu::attentionWithCache(
+        dq, dk, dv, dkc, dvc, upload(HostTensor::fromInts(DType::I32, {b}, bad)),
+        o, p, flag->get(), stream()));
+    Status st = flag->check(stream());
+    FTensor ckc = asF(kc), cvc = asF(vc);
+    auto cpuResult = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                             ITensor{{b}, bad}, p);
+    ASSERT_FALSE(cpuResult);
+    ASSERT_FALSE(st) << "no device error for positions " << bad[0] << ", "
+                     << bad[1];
+    EXPECT_EQ(st.message(), cpuResult.status().message());
+    // Nothing written, as on the CPU.
+    expectSameBytes(download(dkc).bytes, kc.bytes, "k cache untouched");
+    expectSameBytes(download(dvc).bytes, vc.bytes, "v cache untouched");
+    expectSameBytes(download(o).bytes, before.bytes, "o untouched");
+  }
+  // check() cleared the record: a valid call works again.
+  cu::TensorRef dkc = upload(kc), dvc = upload(vc), o = alloc(dt, q.shape);
+  ASSERT_OK(cu::attentionWithCache(
+      dq, dk, dv, dkc, dvc,
+      upload(HostTensor::fromInts(DType::I64, {b}, {12, 0})), o, p,
+      flag->get(), stream()));
+  ASSERT_OK(flag->check(stream()));
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+TEST_P(CudaKernels, SliceAnyOffsetAndAlignment) {
+  DType dt = GetParam();
+  uint32_t seed = 131;
+  Shape shape{4, 6, 10};
+  struct Case {
+    Shape offsets, sizes;
+  };
+  for (DType elem : {dt, DType::I64})
+    for (size_t misalign : {size_t(0), size_t(1), size_t(2)})
+      for (const Case &c : {Case{{1, 2, 3}, {2, 3, 5}},
+                            Case{{0, 0, 0}, {4, 6, 10}},
+                            Case{{2, 0, 0}, {2, 6, 10}},
+                            Case{{0, 1, 0}, {4, 4, 10}},
+                            Case{{3, 5, 9}, {1, 1, 1}},
+                            Case{{0, 0, 4}, {4, 6, 0}}}) {
+        std::string what = std::string("slice ") + dtypeName(elem) +
+                           " offsets " + formatShape(c.offsets) + " sizes " +
+                           formatShape(c.sizes) + " misaligned by " +
+                           std::to_string(misalign);
+        HostTensor x = randomTensor(elem, shape, -100, 100, seed++);
+        cu::TensorRef y = alloc(elem, c.sizes, misalign);
+        ASSERT_OK(
+            cu::slice(upload(x, misalign), c.offsets, c.sizes, y, stream()));
+        auto want = cpu::slice(asBytes(x), c.offsets, c.sizes);
+        ASSERT_TRUE(want);
+        expectSameBytes(download(y).bytes, want->data, what);
+      }
+}
+
+TEST_P(CudaKernels, ConcatEveryDim) {
+  DType dt = GetParam();
+  uint32_t seed = 141;
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    std::vector<HostTensor> hs;
+    std::vector<cu::TensorRef> ds;
+    Shape outShape{2, 3, 4};
+    outShape[size_t(dim)] = 0;
+    for (int64_t extent : {1, 3, 2}) {
+      Shape s{2, 3, 4};
+      s[size_t(dim)] = extent;
+      outShape[size_t(dim)] += extent;
+      hs.push_back(randomTensor(dt, s, -5, 5, seed++));
+      ds.push_back(upload(hs.back()));
+    }
+    cu::TensorRef y = alloc(dt, outShape);
+    ASSERT_OK(cu::concat(ds, dim, y, stream()));
+    std::vector<ByteTensor> bs;
+    for (const HostTensor &h : hs)
+      bs.push_back(asBytes(h));
+    std::vector<const ByteTensor *> ptrs;
+    for (const ByteTensor &bt : bs)
+      ptrs.push_back(&bt);
+    auto want = cpu::concat(ptrs, dim);
+    ASSERT_TRUE(want);
+    expectSameBytes(download(y).bytes, want->data,
+                    "concat dim " + std::to_string(dim));
+  }
+}
+
+TEST_P(CudaKernels, StridedCopyTransposeAndGatherPermute) {
+  DType dt = GetParam();
+  size_t es = dtypeSize(dt);
+  // Transpose x [3, 4, 5] -> y [5, 3, 4], y[k, i, j] = x[i, j, k].
+  HostTensor x = randomTensor(dt, {3, 4, 5}, -5, 5, 151);
+  cu::TensorRef y = alloc(dt, {5, 3, 4});
+  ASSERT_OK(cu::stridedCopy(y.data, {4, 1, 12}, upload(x).data, {20, 5, 1},
+                            {3, 4, 5}, es, stream()));
+  std::vector<uint8_t> want(x.bytes.size());
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 5; ++k)
+        std::memcpy(&want[size_t((k * 3 + i) * 4 + j) * es],
+                    &x.bytes[size_t((i * 4 + j) * 5 + k) * es], es);
+  expectSameBytes(download(y).bytes, want, "transpose");
+
+  // all_gather along dim 1: NCCL yields G pieces [2, 4, 6] stacked as
+  // [G, 2, 4, 6]; the plan wants them concatenated along dim 1: [2, 12, 6].
+  const int64_t g = 3;
+  HostTensor gathered = randomTensor(dt, {g, 2, 4, 6}, -5, 5, 152);
+  cu::TensorRef out = alloc(dt, {2, g * 4, 6});
+  ASSERT_OK(cu::stridedCopy(out.data, {4 * 6, g * 4 * 6, 6, 1},
+                            upload(gathered).data, {2 * 4 * 6, 4 * 6, 6, 1},
+                            {g, 2, 4, 6}, es, stream()));
+  std::vector<ByteTensor> pieces;
+  size_t pieceBytes = gathered.bytes.size() / size_t(g);
+  for (int64_t r = 0; r < g; ++r)
+    pieces.push_back(ByteTensor{
+        {2, 4, 6},
+        es,
+        std::vector<uint8_t>(gathered.bytes.begin() + long(size_t(r) * pieceBytes),
+                             gathered.bytes.begin() +
+                                 long(size_t(r + 1) * pieceBytes))});
+  std::vector<const ByteTensor *> ptrs;
+  for (const ByteTensor &bt : pieces)
+    ptrs.push_back(&bt);
+  auto cat = cpu::concat(ptrs, 1);
+  ASSERT_TRUE(cat);
+  expectSameBytes(download(out).bytes, cat->data, "all_gather permute");
+}
+
+TEST_P(CudaKernels, Reshape) {
+  DType dt = GetParam();
+  HostTensor x = randomTensor(dt, {4, 6}, -5, 5, 161);
+  cu::TensorRef y = alloc(dt, {3, 8});
+  ASSERT_OK(cu::reshape(upload(x), y, stream()));
+  expectSameBytes(download(y).bytes, x.bytes, "reshape");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKernels,
+                         testing::Values(DType::F32, DType::BF16, DType::F16),
+                         paramName);
+
+//===----------------------------------------------------------------------===//
+// Host-side checks: no GPU needed, nothing is launched
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Never dereferenced: every call below fails its host-side checks first.
+void *fakeDevicePointer() { return reinterpret_cast<void *>(uintptr_t(0x1000)); }
+cu::TensorRef fake(Shape shape, DType dt = DType::F32) {
+  return {fakeDevicePointer(), dt, std::move(shape)};
+}
+FTensor zeros(Shape shape) {
+  return {shape, std::vector<float>(size_t(numElements(shape)))};
+}
+} // namespace
+
+TEST(CudaKernelChecks, BinaryBroadcastMatchesCpuMessage) {
+  Status st = cu::binary(BinaryKind::Add, fake({2, 3}), fake({2}),
+                         fake({2, 3}), nullptr);
+  auto want = cpu::binary(BinaryKind::Add, zeros({2, 3}), zeros({2}));
+  ASSERT_FALSE(st);
+  ASSERT_FALSE(want);
+  EXPECT_EQ(st.message(), want.status().message());
+  st = cu::binary(BinaryKind::Mul, fake({3}), fake({2, 3}), fake({3}), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            cpu::binary(BinaryKind::Mul, zeros({3}), zeros({2, 3}))
+                .status()
+                .message());
+}
+
+TEST(CudaKernelChecks, ResultShapeAndAlignment) {
+  Status st = cu::silu(fake({4}), fake({3}), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "silu: result [3] must be [4]");
+  cu::TensorRef misaligned{
+      reinterpret_cast<void *>(uintptr_t(0x1002)), DType::F32, {2, 8}};
+  st = cu::rmsNorm(misaligned, fake({8}), fake({2, 8}), 1e-5, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("not aligned to its 4-byte f32 elements"),
+            std::string::npos)
+      << st.message();
+  st = cu::rmsNorm(cu::TensorRef{nullptr, DType::F32, {2, 8}}, fake({8}),
+                   fake({2, 8}), 1e-5, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("has no device data"), std::string::npos)
+      << st.message();
+}
+
+TEST(CudaKernelChecks, NormRopeSoftmaxEmbeddingMatchCpuMessages) {
+  Status st = cu::layerNorm(fake({2, 8}), fake({8}), fake({7}), fake({2, 8}),
+                            1e-5, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), cpu::layerNorm(zeros({2, 8}), zeros({8}),
+                                         zeros({7}), 1e-5)
+                              .status()
+                              .message());
+  st = cu::rope(fake({1, 2, 1, 4}), fake({2}, DType::I64), fake({1, 2, 1, 4}),
+                1e4, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), cpu::rope(zeros({1, 2, 1, 4}), ITensor{{2}, {0, 1}},
+                                    1e4)
+                              .status()
+                              .message());
+  st = cu::softmax(fake({2, 3}), fake({2, 3}), 2, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            cpu::softmax(zeros({2, 3}), 2).status().message());
+  st = cu::embedding(fake({3}, DType::I64), fake({4}), fake({3, 4}), 0,
+                     nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            cpu::embedding(ITensor{{3}, {0, 1, 2}}, zeros({4}), 0)
+                .status()
+                .message());
+}
+
+TEST(CudaKernelChecks, AttentionMatchesCpuMessages) {
+  AttentionParams p = attnParams(6, 4, 8, true);
+  Status st = cu::attention(fake({1, 2, 6, 8}), fake({1, 2, 4, 8}),
+                            fake({1, 2, 4, 8}), fake({1, 2, 6, 8}), p,
+                            nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), cpu::attention(zeros({1, 2, 6, 8}),
+                                         zeros({1, 2, 4, 8}),
+                                         zeros({1, 2, 4, 8}), p)
+                              .status()
+                              .message());
+  p = attnParams(4, 2, 8, true);
+  FTensor kc = zeros({1, 16, 2, 4}), vc = zeros({1, 16, 2, 4});
+  st = cu::attentionWithCache(
+      fake({1, 2, 4, 8}), fake({1, 2, 2, 8}), fake({1, 2, 2, 8}),
+      fake({1, 16, 2, 4}), fake({1, 16, 2, 4}), fake({1}, DType::I64),
+      fake({1, 2, 4, 8}), p, nullptr, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            cpu::attentionWithCache(zeros({1, 2, 4, 8}), zeros({1, 2, 2, 8}),
+                                    zeros({1, 2, 2, 8}), kc, vc,
+                                    ITensor{{1}, {0}}, p)
+                .status()
+                .message());
+  st = cu::attentionWithCache(
+      fake({1, 2, 4, 8}), fake({1, 2, 2, 8}), fake({1, 2, 2, 8}),
+      fake({1, 16, 2, 8}), fake({1, 16, 2, 8}), fake({1}, DType::I64),
+      fake({1, 2, 4, 8}), p, nullptr, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("needs a DeviceErrorRecord"), std::string::npos)
+      << st.message();
+}
+
+TEST(CudaKernelChecks, LayoutMatchesCpuMessages) {
+  Status st = cu::slice(fake({4, 6}), {1, 2}, {4, 2}, fake({4, 2}), nullptr);
+  ByteTensor x{{4, 6}, 4, std::vector<uint8_t>(96)};
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), cpu::slice(x, {1, 2}, {4, 2}).status().message());
+  ByteTensor a{{2, 3}, 4, std::vector<uint8_t>(24)};
+  ByteTensor b{{3, 3}, 4, std::vector<uint8_t>(36)};
+  st = cu::concat({fake({2, 3}), fake({3, 3})}, 1, fake({2, 6}), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), cpu::concat({&a, &b}, 1).status().message());
+  st = cu::reshape(fake({2, 3}), fake({7}), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "reshape of [2, 3] to [7] changes the element count");
+}
+
+// The host half of every layout op: the copy plan (dims merged, widest unit
+// chosen), run here by a host loop with the kernel's index arithmetic.
+namespace {
+namespace detail = braid::rt::cuda::detail;
+
+std::vector<uint8_t> runPlanOnHost(const detail::CopyPlan &p,
+                                   std::vector<uint8_t> dst,
+                                   const uint8_t *src, size_t dstOffset = 0) {
+  for (int64_t e = 0; e < p.count; ++e) {
+    int64_t rem = e, so = 0, dOff = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t idx = rem % p.sizes.v[d];
+      rem /= p.sizes.v[d];
+      so += idx * p.srcStrides.v[d];
+      dOff += idx * p.dstStrides.v[d];
+    }
+    std::memcpy(dst.data() + dstOffset + size_t(dOff * p.unitBytes),
+                src + size_t(so * p.unitBytes), size_t(p.unitBytes));
+  }
+  return dst;
+}
+
+std::vector<int64_t> denseStrides(const Shape &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+} // namespace
+
+TEST(CudaKernelChecks, StridedCopyPlanSlices) {
+  const uintptr_t base = 0x10000; // device addresses only decide the unit
+  Shape shape{4, 6, 10};
+  std::vector<int64_t> xs = denseStrides(shape);
+  struct Case {
+    Shape offsets, sizes;
+    int rank; // after merging
+  };
+  uint32_t seed = 171;
+  for (size_t es : {size_t(1), size_t(2), size_t(4), size_t(8)})
+    for (uintptr_t misalign : {uintptr_t(0), uintptr_t(1), uintptr_t(2),
+                               uintptr_t(4), uintptr_t(8)})
+      for (const Case &c : {Case{{1, 2, 3}, {2, 3, 5}, 3},
+                            Case{{0, 0, 0}, {4, 6, 10}, 1},
+                            Case{{2, 0, 0}, {2, 6, 10}, 1},
+                            Case{{0, 1, 0}, {4, 4, 10}, 2},
+                            Case{{0, 0, 3}, {4, 6, 7}, 2},
+                            Case{{3, 5, 9}, {1, 1, 1}, 1},
+                            Case{{1, 0, 2}, {1, 6, 1}, 2}}) {
+        std::string what = "slice elem " + std::to_string(es) + " offsets " +
+                           formatShape(c.offsets) + " sizes " +
+                           formatShape(c.sizes) + " misaligned by " +
+                           std::to_string(misalign);
+        ByteTensor x{shape, es, {}};
+        x.data.resize(size_t(numElements(shape)) * es);
+        std::mt19937 gen(seed++);
+        for (uint8_t &b : x.data)
+          b = uint8_t(gen());
+        int64_t first = 0;
+        for (size_t d = 0; d < 3; ++d)
+          first += c.offsets[d] * xs[d];
+        std::vector<int64_t> ys = denseStrides(c.sizes);
+        detail::CopyPlan plan = detail::planStridedCopy(
+            base + misalign, base + misalign + uintptr_t(first) * es,
+            c.sizes.data(), ys.data(), xs.data(), 3, int64_t(es));
+        EXPECT_EQ(plan.rank, c.rank) << what;
+        EXPECT_EQ(plan.count * plan.unitBytes,
+                  numElements(c.sizes) * int64_t(es))
+            << what;
+        if (misalign % 2) {
+          EXPECT_EQ(plan.unitBytes, 1) << what;
+        }
+        auto want = cpu::slice(x, c.offsets, c.sizes);
+        ASSERT_TRUE(want);
+        expectSameBytes(runPlanOnHost(plan,
+                                      std::vector<uint8_t>(want->data.size()),
+                                      x.data.data() + size_t(first) * es),
+                        want->data, what);
+      }
+}
+
+TEST(CudaKernelChecks, StridedCopyPlanWidestUnit) {
+  const uintptr_t base = 0x10000;
+  Shape sizes{4, 6, 10};
+  std::vector<int64_t> s = denseStrides(sizes);
+  // A dense f32 copy is one run of 960 bytes: 16-byte units.
+  detail::CopyPlan plan = detail::planStridedCopy(
+      base, base + 64, sizes.data(), s.data(), s.data(), 3, 4);
+  EXPECT_EQ(plan.rank, 1);
+  EXPECT_EQ(plan.unitBytes, 16);
+  EXPECT_EQ(plan.count, 60);
+  // A source 4 bytes off a 16-byte boundary: 4-byte units.
+  plan = detail::planStridedCopy(base, base + 4, sizes.data(), s.data(),
+                                 s.data(), 3, 4);
+  EXPECT_EQ(plan.unitBytes, 4);
+  // bf16 rows of 10 elements (20 bytes) between strided rows: 4-byte units.
+  Shape rows{4, 10};
+  std::vector<int64_t> dst{10, 1}, src{20, 1};
+  plan = detail::planStridedCopy(base, base, rows.data(), dst.data(),
+                                 src.data(), 2, 2);
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.unitBytes, 4);
+}
+
+TEST(CudaKernelChecks, StridedCopyPlanConcatAndPermutes) {
+  const uintptr_t base = 0x10000;
+  uint32_t seed = 181;
+  auto randomBytes = [&](size_t n) {
+    std::mt19937 gen(seed++);
+    std::vector<uint8_t> v(n);
+    for (uint8_t &b : v)
+      b = uint8_t(gen());
+    return v;
+  };
+  for (size_t es : {size_t(2), size_t(4)}) {
+    // Concat along every dim, as cu::concat places each input.
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      std::vector<ByteTensor> ins;
+      Shape outShape{2, 3, 4};
+      outShape[size_t(dim)] = 0;
+      for (int64_t extent : {1, 3, 2}) {
+        Shape s{2, 3, 4};
+        s[size_t(dim)] = extent;
+        outShape[size_t(dim)] += extent;
+        ins.push_back({s, es, randomBytes(size_t(numElements(s)) * es)});
+      }
+      std::vector<int64_t> ys = denseStrides(outShape);
+      std::vector<uint8_t> got(size_t(numElements(outShape)) * es);
+      int64_t at = 0;
+      for (const ByteTensor &t : ins) {
+        size_t offset = size_t(at * ys[size_t(dim)]) * es;
+        std::vector<int64_t> ts = denseStrides(t.shape);
+        detail::CopyPlan plan = detail::planStridedCopy(
+            base + offset, base, t.shape.data(), ys.data(), ts.data(), 3,
+            int64_t(es));
+        got = runPlanOnHost(plan, got, t.data.data(), offset);
+        at += t.shape[size_t(dim)];
+      }
+      std::vector<const ByteTensor *> ptrs;
+      for (const ByteTensor &t : ins)
+        ptrs.push_back(&t);
+      auto want = cpu::concat(ptrs, dim);
+      ASSERT_TRUE(want);
+      expectSameBytes(got, want->data,
+                      "concat plan dim " + std::to_string(dim));
+    }
+    // all_gather along dim 1 from [G, 2, 4, 6] to [2, G*4, 6].
+    const int64_t g = 3;
+    Shape sizes{g, 2, 4, 6};
+    std::vector<uint8_t> gathered = randomBytes(size_t(g * 48) * es);
+    std::vector<int64_t> dstStrides{24, g * 24, 6, 1},
+        srcStrides = denseStrides(sizes);
+    detail::CopyPlan plan =
+        detail::planStridedCopy(base, base, sizes.data(), dstStrides.data(),
+                                srcStrides.data(), 4, int64_t(es));
+    std::vector<uint8_t> got =
+        runPlanOnHost(plan, std::vector<uint8_t>(gathered.size()),
+                      gathered.data());
+    std::vector<ByteTensor> pieces;
+    for (int64_t r = 0; r < g; ++r)
+      pieces.push_back(ByteTensor{
+          {2, 4, 6},
+          es,
+          std::vector<uint8_t>(gathered.begin() + long(size_t(r * 48) * es),
+                               gathered.begin() +
+                                   long(size_t((r + 1) * 48) * es))});
+    std::vector<const ByteTensor *> ptrs;
+    for (const ByteTensor &t : pieces)
+      ptrs.push_back(&t);
+    auto want = cpu::concat(ptrs, 1);
+    ASSERT_TRUE(want);
+    expectSameBytes(got, want->data, "all_gather permute plan");
+  }
+}
