@@ -2,6 +2,7 @@
 #include "runtime/Interpreter.h"
 #include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cstring>
 #include <exception>
@@ -155,12 +156,7 @@ Status OpRunner::compute(const plan::Op &op) {
     return store(result(0),
                  rope(loadF(operand(0)), loadI(operand(1)), op.theta()));
   case OpCode::Attention: {
-    AttentionParams p;
-    p.causal = op.causal();
-    p.numHeads = op.num_heads();
-    p.numKvHeads = op.num_kv_heads();
-    p.headDim = op.head_dim();
-    p.scale = op.scale();
+    AttentionParams p = attentionParamsOf(op);
     if (op.operands()->size() == 3)
       return store(result(0), attention(loadF(operand(0)), loadF(operand(1)),
                                         loadF(operand(2)), p));
@@ -184,10 +180,7 @@ Status OpRunner::compute(const plan::Op &op) {
                            : GeluKind::Erf));
   case OpCode::Embedding: {
     FTensor table = loadF(operand(1));
-    int64_t start = 0;
-    if (op.vocab_group() >= 0 && !table.shape.empty())
-      start = groupPosition(plan_, op.vocab_group(), in_.rank_).rankInGroup *
-              table.shape[0];
+    int64_t start = embeddingVocabStart(plan_, op, in_.rank_, table.shape);
     return store(result(0), embedding(loadI(operand(0)), table, start));
   }
   case OpCode::Softmax:
@@ -214,10 +207,7 @@ Status OpRunner::compute(const plan::Op &op) {
   }
   case OpCode::Reshape: {
     ByteTensor x = loadB(operand(0));
-    if (numElements(x.shape) != numElements(shapeOf(result(0))))
-      return errorf("reshape of ", formatShape(x.shape), " to ",
-                    formatShape(shapeOf(result(0))),
-                    " changes the element count");
+    BRAID_RETURN_IF_ERROR(checkReshape(x.shape, shapeOf(result(0))));
     x.shape = shapeOf(result(0));
     return storeB(result(0), x);
   }
@@ -234,7 +224,7 @@ Status OpRunner::compute(const plan::Op &op) {
     return storeB(p.payload, p.data);
   }
   default: {
-    bool start = int(op.opcode()) >= int(OpCode::AllReduceStart);
+    bool start = syncOpcode(op.opcode()) != op.opcode();
     Pending *p = start ? &pending_[size_t(op.handle())] : nullptr;
     if (op.opcode() == OpCode::RecvStart) {
       // Received at the wait, so two ranks that both start a receive before
@@ -310,10 +300,7 @@ Expected<ByteTensor> OpRunner::reduce(const std::vector<Bytes> &all, int t,
 Expected<ByteTensor> OpRunner::collective(const plan::Op &op) {
   GroupPosition g = groupPosition(plan_, op.group(), in_.rank_);
   Communicator &comm = in_.comm_;
-  OpCode code = op.opcode();
-  if (int(code) >= int(OpCode::AllReduceStart))
-    code = OpCode(int(code) - int(OpCode::AllReduceStart) +
-                  int(OpCode::AllReduce));
+  OpCode code = syncOpcode(op.opcode());
   if (code == OpCode::Send) {
     BRAID_RETURN_IF_ERROR(comm.send(g.instanceKey, g.rankInGroup,
                                     int(op.peer()),
@@ -431,15 +418,10 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
   const plan::Plan &p = in->plan_.root();
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
-      auto [full, local, padded] = parameterShapes(*param);
-      auto values =
-          generateLocalWeights(seed, param->name()->string_view(), full, padded,
-                               shardSpecFor(p, *param, rank));
-      if (!values)
-        return errorf("parameter '", param->name()->str(),
-                      "': ", values.status().message());
-      in->params_.push_back(
-          HostTensor::fromFloats(param->dtype(), local, *values));
+      auto value = initialParameterValue(p, *param, rank, seed);
+      if (!value)
+        return value.status();
+      in->params_.push_back(value.take());
     }
   in->resetState();
   return in;
@@ -455,21 +437,11 @@ void Interpreter::resetState() {
 }
 
 Status Interpreter::setParameter(std::string_view name, HostTensor local) {
-  const plan::Plan &p = plan_.root();
-  if (p.parameters())
-    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
-      const plan::Parameter *param = p.parameters()->Get(i);
-      if (param->name()->string_view() != name)
-        continue;
-      Shape shape(param->local_shape()->begin(), param->local_shape()->end());
-      if (local.shape != shape || local.dtype != param->dtype())
-        return errorf("parameter '", name, "' is ", formatShape(shape), " x ",
-                      dtypeName(param->dtype()), ", got ",
-                      formatShape(local.shape), " x ", dtypeName(local.dtype));
-      params_[i] = std::move(local);
-      return Status::ok();
-    }
-  return errorf("no parameter named '", name, "'");
+  auto slot = parameterSlotFor(plan_.root(), name, local);
+  if (!slot)
+    return slot.status();
+  params_[*slot] = std::move(local);
+  return Status::ok();
 }
 
 Expected<TensorMap> Interpreter::runImpl(std::string_view function,

@@ -65,6 +65,27 @@ const char *braid::rt::opcodeName(OpCode op) {
   return nullptr;
 }
 
+OpCode braid::rt::syncOpcode(OpCode op) {
+  switch (op) {
+  case OpCode::AllReduceStart:
+    return OpCode::AllReduce;
+  case OpCode::AllGatherStart:
+    return OpCode::AllGather;
+  case OpCode::ReduceScatterStart:
+    return OpCode::ReduceScatter;
+  case OpCode::AllToAllStart:
+    return OpCode::AllToAll;
+  case OpCode::BroadcastStart:
+    return OpCode::Broadcast;
+  case OpCode::SendStart:
+    return OpCode::Send;
+  case OpCode::RecvStart:
+    return OpCode::Recv;
+  default:
+    return op;
+  }
+}
+
 GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
                                        int worldRank) {
   const plan::DeviceGroup *g = plan.groups()->Get(unsigned(group));
@@ -75,6 +96,15 @@ GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
   p.base = worldRank - p.rankInGroup * p.stride;
   p.instanceKey = int64_t(group) * plan.world_size() + p.base;
   return p;
+}
+
+int64_t braid::rt::embeddingVocabStart(const plan::Plan &plan,
+                                       const plan::Op &op, int worldRank,
+                                       const std::vector<int64_t> &table) {
+  if (op.vocab_group() < 0 || table.empty())
+    return 0;
+  return groupPosition(plan, op.vocab_group(), worldRank).rankInGroup *
+         table[0];
 }
 
 /// Every dim in [0, 2^40] and the element count at most 2^40: keeps all

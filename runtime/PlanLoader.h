@@ -59,7 +59,16 @@ struct GroupPosition {
 };
 GroupPosition groupPosition(const plan::Plan &plan, int group, int worldRank);
 
+/// The first vocabulary id that embedding op `op`'s table (shape `table`)
+/// holds on world rank `worldRank`: rankInGroup * V when the op is
+/// vocab-sharded (vocab_group >= 0), else 0.
+int64_t embeddingVocabStart(const plan::Plan &plan, const plan::Op &op,
+                            int worldRank, const std::vector<int64_t> &table);
+
 const char *opcodeName(plan::OpCode opcode);
+/// The synchronous opcode an async start (all_reduce_start, ...) runs;
+/// every other opcode is returned as is.
+plan::OpCode syncOpcode(plan::OpCode opcode);
 
 } // namespace braid::rt
 

@@ -56,27 +56,6 @@ const char *reduceName(braid::plan::ReduceKind kind) {
   return "?";
 }
 
-OpCode syncForm(OpCode op) {
-  switch (op) {
-  case OpCode::AllReduceStart:
-    return OpCode::AllReduce;
-  case OpCode::AllGatherStart:
-    return OpCode::AllGather;
-  case OpCode::ReduceScatterStart:
-    return OpCode::ReduceScatter;
-  case OpCode::AllToAllStart:
-    return OpCode::AllToAll;
-  case OpCode::BroadcastStart:
-    return OpCode::Broadcast;
-  case OpCode::SendStart:
-    return OpCode::Send;
-  case OpCode::RecvStart:
-    return OpCode::Recv;
-  default:
-    return op;
-  }
-}
-
 /// The attributes `op`'s opcode reads, as ` {a = 1, b = 2}` (or nothing).
 void printAttributes(std::ostream &os, const braid::plan::Op &op) {
   std::ostringstream a;
@@ -84,7 +63,7 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     a << (a.tellp() > 0 ? ", " : "") << name << " = ";
     return a;
   };
-  switch (syncForm(op.opcode())) {
+  switch (syncOpcode(op.opcode())) {
   case OpCode::Matmul:
     if (op.transpose_a())
       add("transpose_a") << "true";

@@ -163,6 +163,38 @@ Expected<std::vector<float>> braid::rt::generateLocalWeights(
   return out;
 }
 
+Expected<HostTensor>
+braid::rt::initialParameterValue(const plan::Plan &plan,
+                                 const plan::Parameter &param, int worldRank,
+                                 uint64_t seed) {
+  auto [full, local, padded] = parameterShapes(param);
+  auto values =
+      generateLocalWeights(seed, param.name()->string_view(), full, padded,
+                           shardSpecFor(plan, param, worldRank));
+  if (!values)
+    return errorf("parameter '", param.name()->str(),
+                  "': ", values.status().message());
+  return HostTensor::fromFloats(param.dtype(), local, *values);
+}
+
+Expected<unsigned> braid::rt::parameterSlotFor(const plan::Plan &plan,
+                                               std::string_view name,
+                                               const HostTensor &local) {
+  if (plan.parameters())
+    for (unsigned i = 0; i < plan.parameters()->size(); ++i) {
+      const plan::Parameter *param = plan.parameters()->Get(i);
+      if (param->name()->string_view() != name)
+        continue;
+      Shape shape(param->local_shape()->begin(), param->local_shape()->end());
+      if (local.shape != shape || local.dtype != param->dtype())
+        return errorf("parameter '", name, "' is ", formatShape(shape), " x ",
+                      dtypeName(param->dtype()), ", got ",
+                      formatShape(local.shape), " x ", dtypeName(local.dtype));
+      return i;
+    }
+  return errorf("no parameter named '", name, "'");
+}
+
 ParameterShapes braid::rt::parameterShapes(const plan::Parameter &param) {
   ParameterShapes s;
   s.full.assign(param.full_shape()->begin(), param.full_shape()->end());

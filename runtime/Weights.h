@@ -37,6 +37,20 @@ ParameterShapes parameterShapes(const plan::Parameter &param);
 ShardSpec shardSpecFor(const plan::Plan &plan, const plan::Parameter &param,
                        int worldRank);
 
+/// `param`'s initial value on world rank `worldRank`: its local slice of
+/// the deterministic weights (generateLocalWeights) in its dtype. Errors
+/// name the parameter.
+Expected<HostTensor> initialParameterValue(const plan::Plan &plan,
+                                           const plan::Parameter &param,
+                                           int worldRank, uint64_t seed);
+
+/// The index in plan.parameters() of the parameter `name` that `local`
+/// replaces, once `local` has its local shape and dtype: what every
+/// runtime's setParameter checks before it copies the values in.
+Expected<unsigned> parameterSlotFor(const plan::Plan &plan,
+                                    std::string_view name,
+                                    const HostTensor &local);
+
 constexpr float kWeightScale = 0.02f;
 
 /// Element `fullIndex` (row-major in the unpadded full tensor).

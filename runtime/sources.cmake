@@ -18,4 +18,5 @@ set(BRAID_RUNTIME_SOURCES
   cpu/Embedding.cpp
   cpu/Softmax.cpp
   cpu/Layout.cpp
+  cpu/ShapeRules.cpp
 )

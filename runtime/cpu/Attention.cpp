@@ -1,5 +1,6 @@
 //===- Attention.cpp - braid.attention (GQA, causal, KV cache) ------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,38 +8,21 @@
 using namespace braid::rt;
 using namespace braid::rt::cpu;
 
-namespace {
-struct Dims {
-  int64_t b, sq, hq, hkv, d;
-};
-} // namespace
-
-static Expected<Dims> checkQkv(const FTensor &q, const FTensor &k,
-                               const FTensor &v, const AttentionParams &p) {
-  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
-    return errorf("attention: q, k, v must be rank 4, got ",
-                  formatShape(q.shape), ", ", formatShape(k.shape), ", ",
-                  formatShape(v.shape));
-  Dims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
-  if (p.numHeads != d.hq || p.numKvHeads != d.hkv || p.headDim != d.d)
-    return errorf("attention: num_heads/num_kv_heads/head_dim ", p.numHeads,
-                  "/", p.numKvHeads, "/", p.headDim, " disagree with q ",
-                  formatShape(q.shape), " and k ", formatShape(k.shape));
-  if (d.hkv <= 0 || d.hq % d.hkv)
-    return errorf("attention: num_heads ", d.hq,
-                  " is not a multiple of num_kv_heads ", d.hkv);
-  if (k.shape != Shape{d.b, d.sq, d.hkv, d.d} || v.shape != k.shape)
-    return errorf("attention: k ", formatShape(k.shape), " and v ",
-                  formatShape(v.shape), " must be [", d.b, ", ", d.sq, ", ",
-                  d.hkv, ", ", d.d, "]");
-  return d;
+AttentionParams cpu::attentionParamsOf(const braid::plan::Op &op) {
+  AttentionParams p;
+  p.causal = op.causal();
+  p.numHeads = op.num_heads();
+  p.numKvHeads = op.num_kv_heads();
+  p.headDim = op.head_dim();
+  p.scale = op.scale();
+  return p;
 }
 
 // o[b, i, h] = softmax_j(scale * q.k_j) v_j over keys j < keyCount(i), with
 // keys read from kData/vData laid out [B, keyStride, Hkv, D].
 template <typename KeyCount>
 static void attend(const FTensor &q, const float *kData, const float *vData,
-                   int64_t keyStride, const Dims &d, double scaleAttr,
+                   int64_t keyStride, const AttentionDims &d, double scaleAttr,
                    KeyCount keyCount, FTensor &o) {
   float scale =
       scaleAttr != 0.0 ? float(scaleAttr) : 1.0f / std::sqrt(float(d.d));
@@ -80,10 +64,10 @@ static void attend(const FTensor &q, const float *kData, const float *vData,
 
 Expected<FTensor> cpu::attention(const FTensor &q, const FTensor &k,
                                  const FTensor &v, const AttentionParams &p) {
-  auto dims = checkQkv(q, k, v, p);
+  auto dims = checkAttentionShapes(q.shape, k.shape, v.shape, p);
   if (!dims)
     return dims.status();
-  const Dims &d = *dims;
+  const AttentionDims &d = *dims;
   FTensor o{q.shape, std::vector<float>(q.data.size())};
   int64_t s = d.sq;
   bool causal = p.causal;
@@ -98,25 +82,17 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
                                           FTensor &vCache,
                                           const ITensor &position,
                                           const AttentionParams &p) {
-  auto dims = checkQkv(q, k, v, p);
+  auto dims = checkAttentionShapes(q.shape, k.shape, v.shape, p);
   if (!dims)
     return dims.status();
-  const Dims &d = *dims;
-  if (kCache.shape.size() != 4 || kCache.shape[0] != d.b ||
-      kCache.shape[2] != d.hkv || kCache.shape[3] != d.d ||
-      vCache.shape != kCache.shape)
-    return errorf("attention: caches ", formatShape(kCache.shape), " and ",
-                  formatShape(vCache.shape), " must be [", d.b, ", max_seq, ",
-                  d.hkv, ", ", d.d, "]");
-  if (position.shape != Shape{d.b})
-    return errorf("attention: position ", formatShape(position.shape),
-                  " must be [", d.b, "]");
+  const AttentionDims &d = *dims;
+  BRAID_RETURN_IF_ERROR(
+      checkAttentionCacheShapes(d, kCache.shape, vCache.shape, position.shape));
   int64_t maxS = kCache.shape[1];
   for (int64_t b = 0; b < d.b; ++b) {
     int64_t pos = position.data[size_t(b)];
     if (pos < 0 || pos + d.sq > maxS)
-      return errorf("attention: batch ", b, " writes cache rows [", pos, ", ",
-                    pos + d.sq, ") outside max_seq ", maxS);
+      return attentionCacheRangeError(b, pos, pos + d.sq, maxS);
   }
   // Write the new keys and values at [pos, pos + S).
   size_t row = size_t(d.hkv * d.d);

@@ -1,5 +1,6 @@
 //===- Elementwise.cpp - add, mul, silu, gelu -----------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cmath>
 
@@ -9,21 +10,11 @@ using namespace braid::rt::cpu;
 Expected<FTensor> cpu::binary(BinaryKind kind, const FTensor &lhs,
                               const FTensor &rhs) {
   const char *name = kind == BinaryKind::Add ? "add" : "mul";
-  size_t rl = lhs.shape.size(), rr = rhs.shape.size();
-  if (rr > rl)
-    return errorf(name, ": rhs ", formatShape(rhs.shape),
-                  " has a higher rank than lhs ", formatShape(lhs.shape));
-  // rhs aligned to lhs's trailing dims; size-1 dims broadcast.
-  std::vector<int64_t> rhsStride(rl, 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < rr; ++i) {
-    size_t ri = rr - 1 - i, li = rl - 1 - i;
-    if (rhs.shape[ri] != lhs.shape[li] && rhs.shape[ri] != 1)
-      return errorf(name, ": rhs ", formatShape(rhs.shape),
-                    " does not broadcast to lhs ", formatShape(lhs.shape));
-    rhsStride[li] = rhs.shape[ri] == 1 ? 0 : stride;
-    stride *= rhs.shape[ri];
-  }
+  auto bc = checkBroadcast(name, lhs.shape, rhs.shape);
+  if (!bc)
+    return bc.status();
+  const std::vector<int64_t> &rhsStride = bc->rhsStride;
+  size_t rl = lhs.shape.size();
   FTensor out{lhs.shape, std::vector<float>(lhs.data.size())};
   std::vector<int64_t> idx(rl, 0);
   for (size_t e = 0; e < lhs.data.size(); ++e) {

@@ -1,5 +1,6 @@
 //===- Embedding.cpp - braid.embedding (optionally vocab-sharded) ---------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <algorithm>
 using namespace braid::rt;
@@ -7,13 +8,12 @@ using namespace braid::rt::cpu;
 
 Expected<FTensor> cpu::embedding(const ITensor &ids, const FTensor &table,
                                  int64_t vocabStart) {
-  if (table.shape.size() != 2)
-    return errorf("embedding: table must be [V, H], got ",
-                  formatShape(table.shape));
+  auto shape = checkEmbeddingShapes(ids.shape, table.shape);
+  if (!shape)
+    return shape.status();
   int64_t v = table.shape[0], h = table.shape[1];
   FTensor out;
-  out.shape = ids.shape;
-  out.shape.push_back(h);
+  out.shape = shape.take();
   out.data.assign(size_t(numElements(out.shape)), 0.0f);
   for (size_t i = 0; i < ids.data.size(); ++i) {
     int64_t row = ids.data[i] - vocabStart;

@@ -53,6 +53,8 @@ struct AttentionParams {
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
   double scale = 0.0; // 0: 1/sqrt(headDim)
 };
+/// The attributes of a plan's attention op.
+AttentionParams attentionParamsOf(const plan::Op &op);
 /// Without a cache. Returns o [B, S, Hq, D].
 Expected<FTensor> attention(const FTensor &q, const FTensor &k,
                             const FTensor &v, const AttentionParams &p);

@@ -1,5 +1,6 @@
 //===- Layout.cpp - slice, concat, split on raw bytes ---------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cstring>
 
@@ -16,14 +17,8 @@ struct Box {
 
 Expected<ByteTensor> cpu::slice(const ByteTensor &x, const Shape &offsets,
                                 const Shape &sizes) {
+  BRAID_RETURN_IF_ERROR(checkSliceShapes(x.shape, offsets, sizes));
   size_t r = x.shape.size();
-  if (offsets.size() != r || sizes.size() != r)
-    return errorf("slice: offsets/sizes need ", r, " entries for ",
-                  formatShape(x.shape));
-  for (size_t d = 0; d < r; ++d)
-    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > x.shape[d])
-      return errorf("slice: dim ", d, " takes [", offsets[d], ", ",
-                    offsets[d] + sizes[d], ") of size ", x.shape[d]);
   ByteTensor y{sizes, x.elemSize, {}};
   y.data.assign(size_t(numElements(sizes)) * x.elemSize, 0);
   if (y.data.empty())
@@ -59,25 +54,14 @@ static Box boxAt(const Shape &shape, int64_t dim, size_t elemSize) {
 
 Expected<ByteTensor> cpu::concat(const std::vector<const ByteTensor *> &inputs,
                                  int64_t dim) {
-  if (inputs.empty())
-    return errorf("concat: no inputs");
+  std::vector<ConcatInput> parts;
+  for (const ByteTensor *t : inputs)
+    parts.push_back({&t->shape, t->elemSize});
+  auto checked = checkConcatShapes(parts, dim);
+  if (!checked)
+    return checked.status();
   const ByteTensor &first = *inputs.front();
-  int64_t r = int64_t(first.shape.size());
-  if (dim < 0 || dim >= r)
-    return errorf("concat: dim ", dim, " out of range for rank ", r);
-  Shape shape = first.shape;
-  shape[size_t(dim)] = 0;
-  for (const ByteTensor *t : inputs) {
-    Shape a = t->shape, b = first.shape;
-    if (a.size() != b.size() || t->elemSize != first.elemSize)
-      return errorf("concat: input ", formatShape(a), " does not match ",
-                    formatShape(b));
-    a[size_t(dim)] = b[size_t(dim)] = 0;
-    if (a != b)
-      return errorf("concat: input ", formatShape(t->shape), " differs from ",
-                    formatShape(first.shape), " outside dim ", dim);
-    shape[size_t(dim)] += t->shape[size_t(dim)];
-  }
+  Shape shape = checked.take();
   ByteTensor y{shape, first.elemSize, {}};
   y.data.assign(size_t(numElements(shape)) * first.elemSize, 0);
   Box out = boxAt(shape, dim, first.elemSize);

@@ -1,25 +1,16 @@
 //===- Norms.cpp - rms_norm, layer_norm -----------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cmath>
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
 
-static Status checkNormParam(const char *op, const char *what, const FTensor &x,
-                             const FTensor &p) {
-  if (x.shape.empty() || x.shape.back() == 0)
-    return errorf(op, ": input ", formatShape(x.shape),
-                  " needs a non-empty last dimension");
-  if (p.shape.size() != 1 || p.shape[0] != x.shape.back())
-    return errorf(op, ": ", what, " ", formatShape(p.shape), " must be [",
-                  x.shape.back(), "] for input ", formatShape(x.shape));
-  return Status::ok();
-}
-
 Expected<FTensor> cpu::rmsNorm(const FTensor &x, const FTensor &weight,
                                double epsilon) {
-  BRAID_RETURN_IF_ERROR(checkNormParam("rms_norm", "weight", x, weight));
+  BRAID_RETURN_IF_ERROR(
+      checkNormParam("rms_norm", "weight", x.shape, weight.shape));
   int64_t h = x.shape.back(), rows = numElements(x.shape) / h;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
   for (int64_t r = 0; r < rows; ++r) {
@@ -36,8 +27,10 @@ Expected<FTensor> cpu::rmsNorm(const FTensor &x, const FTensor &weight,
 
 Expected<FTensor> cpu::layerNorm(const FTensor &x, const FTensor &weight,
                                  const FTensor &bias, double epsilon) {
-  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "weight", x, weight));
-  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "bias", x, bias));
+  BRAID_RETURN_IF_ERROR(
+      checkNormParam("layer_norm", "weight", x.shape, weight.shape));
+  BRAID_RETURN_IF_ERROR(
+      checkNormParam("layer_norm", "bias", x.shape, bias.shape));
   int64_t h = x.shape.back(), rows = numElements(x.shape) / h;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
   for (int64_t r = 0; r < rows; ++r) {

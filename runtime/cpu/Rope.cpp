@@ -1,5 +1,6 @@
 //===- Rope.cpp - braid.rope (Hugging Face rotate_half) -------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cmath>
 
@@ -8,15 +9,10 @@ using namespace braid::rt::cpu;
 
 Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
                             double theta) {
-  if (x.shape.size() != 4)
-    return errorf("rope: input must be [B, S, H, D], got ",
-                  formatShape(x.shape));
-  int64_t b = x.shape[0], s = x.shape[1], h = x.shape[2], d = x.shape[3];
-  if (d % 2)
-    return errorf("rope: head dim ", d, " must be even");
-  if (positions.shape != Shape{b, s})
-    return errorf("rope: positions ", formatShape(positions.shape),
-                  " must be [", b, ", ", s, "]");
+  auto dims = checkRopeShapes(x.shape, positions.shape);
+  if (!dims)
+    return dims.status();
+  int64_t b = dims->b, s = dims->s, h = dims->h, d = dims->d;
   int64_t half = d / 2;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
   for (int64_t bi = 0; bi < b; ++bi)

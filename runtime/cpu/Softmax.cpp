@@ -1,5 +1,6 @@
 //===- Softmax.cpp - braid.softmax ----------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,15 +9,10 @@ using namespace braid::rt;
 using namespace braid::rt::cpu;
 
 Expected<FTensor> cpu::softmax(const FTensor &x, int64_t dim) {
-  int64_t rank = int64_t(x.shape.size());
-  if (dim < 0 || dim >= rank)
-    return errorf("softmax: dim ", dim, " out of range for ",
-                  formatShape(x.shape));
-  int64_t n = x.shape[size_t(dim)], inner = 1, outer = 1;
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= x.shape[size_t(d)];
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= x.shape[size_t(d)];
+  auto dims = checkSoftmaxShape(x.shape, dim);
+  if (!dims)
+    return dims.status();
+  int64_t n = dims->n, inner = dims->inner, outer = dims->outer;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t in = 0; in < inner; ++in) {

@@ -51,28 +51,6 @@ ncclRedOp_t ncclOpOf(plan::ReduceKind k) {
   return ncclSum;
 }
 
-/// The synchronous opcode an async start runs.
-OpCode syncForm(OpCode op) {
-  switch (op) {
-  case OpCode::AllReduceStart:
-    return OpCode::AllReduce;
-  case OpCode::AllGatherStart:
-    return OpCode::AllGather;
-  case OpCode::ReduceScatterStart:
-    return OpCode::ReduceScatter;
-  case OpCode::AllToAllStart:
-    return OpCode::AllToAll;
-  case OpCode::BroadcastStart:
-    return OpCode::Broadcast;
-  case OpCode::SendStart:
-    return OpCode::Send;
-  case OpCode::RecvStart:
-    return OpCode::Recv;
-  default:
-    return op;
-  }
-}
-
 int64_t product(const Shape &s, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end && i < s.size(); ++i)
@@ -188,14 +166,10 @@ Status CudaRank::init(const std::map<int64_t, ncclUniqueId> &ids) {
   // bytes the CPU interpreter holds.
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
-      auto [full, local, padded] = parameterShapes(*param);
-      auto values = generateLocalWeights(options_.seed,
-                                         param->name()->string_view(), full,
-                                         padded, shardSpecFor(p, *param, rank_));
-      if (!values)
-        return errorf("parameter '", param->name()->str(),
-                      "': ", values.status().message());
-      HostTensor h = HostTensor::fromFloats(param->dtype(), local, *values);
+      auto value = initialParameterValue(p, *param, rank_, options_.seed);
+      if (!value)
+        return value.status();
+      const HostTensor &h = *value;
       DeviceMemory mem;
       BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(h.bytes.size(), 1)));
       BRAID_CUDA_CHECK(cudaMemcpy(mem.get(), h.bytes.data(), h.bytes.size(),
@@ -287,7 +261,7 @@ Status CudaRank::prepareFunction(Function &fn) {
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
-      OpCode code = syncForm(op.opcode());
+      OpCode code = syncOpcode(op.opcode());
       if (code == OpCode::Matmul) {
         TensorRef a = ref(fn, op.operands()->Get(0)),
                   b = ref(fn, op.operands()->Get(1));
@@ -318,7 +292,7 @@ Status CudaRank::prepareFunction(Function &fn) {
 
 Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
                                cudaStream_t stream) {
-  OpCode code = syncForm(op.opcode());
+  OpCode code = syncOpcode(op.opcode());
   ncclComm_t comm = comms_[size_t(op.group())];
   int n = groupPosition(plan_.root(), op.group(), rank_).size;
   auto hasOperand = op.operands() && op.operands()->size() > 0;
@@ -453,10 +427,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
                 stream);
   case OpCode::Embedding: {
     TensorRef table = operand(1);
-    int64_t start = 0;
-    if (op.vocab_group() >= 0 && !table.shape.empty())
-      start = groupPosition(plan_.root(), op.vocab_group(), rank_).rankInGroup *
-              table.shape[0];
+    int64_t start = embeddingVocabStart(plan_.root(), op, rank_, table.shape);
     return embedding(operand(0), table, result(0), start, stream);
   }
   case OpCode::Softmax:
@@ -474,12 +445,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   case OpCode::Reshape:
     return reshape(operand(0), result(0), stream);
   case OpCode::Attention: {
-    AttentionParams p;
-    p.causal = op.causal();
-    p.numHeads = op.num_heads();
-    p.numKvHeads = op.num_kv_heads();
-    p.headDim = op.head_dim();
-    p.scale = op.scale();
+    AttentionParams p = cpu::attentionParamsOf(op);
     if (op.operands()->size() == 3)
       return attention(operand(0), operand(1), operand(2), result(0), p,
                        stream);
@@ -615,7 +581,8 @@ Expected<TensorMap> CudaRank::run(const std::string &function,
                       b->name()->str(), "'");
       TensorRef t = ref(fn, b->tensor());
       const HostTensor &h = it->second;
-      if (h.dtype != t.dtype || h.shape != t.shape)
+      if (h.dtype != t.dtype || h.shape != t.shape ||
+          h.bytes.size() != bytesOf(t))
         return errorf("function '", function, "': input '", b->name()->str(),
                       "' must be ", formatShape(t.shape), " x ",
                       dtypeName(t.dtype), ", got ", formatShape(h.shape), " x ",
@@ -673,23 +640,13 @@ Expected<TensorMap> CudaRank::run(const std::string &function,
 
 Status CudaRank::setParameter(const std::string &name,
                               const HostTensor &local) {
-  const plan::Plan &p = plan_.root();
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
-  if (p.parameters())
-    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
-      const plan::Parameter *param = p.parameters()->Get(i);
-      if (param->name()->string_view() != name)
-        continue;
-      Shape shape(param->local_shape()->begin(), param->local_shape()->end());
-      if (local.shape != shape || local.dtype != param->dtype())
-        return errorf("parameter '", name, "' is ", formatShape(shape), " x ",
-                      dtypeName(param->dtype()), ", got ",
-                      formatShape(local.shape), " x ", dtypeName(local.dtype));
-      BRAID_CUDA_CHECK(cudaMemcpy(params_[i].get(), local.bytes.data(),
-                                  local.bytes.size(), cudaMemcpyHostToDevice));
-      return Status::ok();
-    }
-  return errorf("no parameter named '", name, "'");
+  auto slot = parameterSlotFor(plan_.root(), name, local);
+  if (!slot)
+    return slot.status();
+  BRAID_CUDA_CHECK(cudaMemcpy(params_[*slot].get(), local.bytes.data(),
+                              local.bytes.size(), cudaMemcpyHostToDevice));
+  return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,10 +1,12 @@
 //===- Kernels.cpp - Shape checks and launches of the CUDA kernels --------===//
 //
 // The host half of runtime/cuda/Kernels.h: every check the CPU kernel makes
-// (same messages), then the raw launchers of Kernels.cu (DeviceKernels.h).
+// (the shared rules of runtime/cpu/ShapeRules.h), the checks only the device
+// needs, then the raw launchers of Kernels.cu (DeviceKernels.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Kernels.h"
+#include "runtime/cpu/ShapeRules.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceKernels.h"
 
@@ -14,6 +16,7 @@
 
 using namespace braid::rt;
 using namespace braid::rt::cuda;
+using cpu::AttentionDims;
 using detail::Dt;
 
 namespace {
@@ -64,41 +67,13 @@ Status checkResult(const char *op, const TensorRef &y, const Shape &want) {
   return Status::ok();
 }
 
-// The same checks, and messages, as runtime/cpu/Norms.cpp.
-Status checkNormParam(const char *op, const char *what, const TensorRef &x,
-                      const TensorRef &p) {
-  if (x.shape.empty() || x.shape.back() == 0)
-    return errorf(op, ": input ", formatShape(x.shape),
-                  " needs a non-empty last dimension");
-  if (p.shape.size() != 1 || p.shape[0] != x.shape.back())
-    return errorf(op, ": ", what, " ", formatShape(p.shape), " must be [",
-                  x.shape.back(), "] for input ", formatShape(x.shape));
-  return Status::ok();
-}
-
-struct AttnDims {
-  int64_t b, sq, hq, hkv, d;
-};
-
-// The same checks, and messages, as runtime/cpu/Attention.cpp.
-Expected<AttnDims> checkQkv(const TensorRef &q, const TensorRef &k,
-                            const TensorRef &v, const AttentionParams &p) {
-  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
-    return errorf("attention: q, k, v must be rank 4, got ",
-                  formatShape(q.shape), ", ", formatShape(k.shape), ", ",
-                  formatShape(v.shape));
-  AttnDims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
-  if (p.numHeads != d.hq || p.numKvHeads != d.hkv || p.headDim != d.d)
-    return errorf("attention: num_heads/num_kv_heads/head_dim ", p.numHeads,
-                  "/", p.numKvHeads, "/", p.headDim, " disagree with q ",
-                  formatShape(q.shape), " and k ", formatShape(k.shape));
-  if (d.hkv <= 0 || d.hq % d.hkv)
-    return errorf("attention: num_heads ", d.hq,
-                  " is not a multiple of num_kv_heads ", d.hkv);
-  if (k.shape != Shape{d.b, d.sq, d.hkv, d.d} || v.shape != k.shape)
-    return errorf("attention: k ", formatShape(k.shape), " and v ",
-                  formatShape(v.shape), " must be [", d.b, ", ", d.sq, ", ",
-                  d.hkv, ", ", d.d, "]");
+// The CPU kernel's checks, plus the kernel's head_dim limit.
+Expected<AttentionDims> checkQkv(const TensorRef &q, const TensorRef &k,
+                                 const TensorRef &v, const AttentionParams &p) {
+  auto dims = cpu::checkAttentionShapes(q.shape, k.shape, v.shape, p);
+  if (!dims)
+    return dims.status();
+  const AttentionDims &d = *dims;
   if (d.d > detail::kMaxAttentionHeadDim)
     return errorf("attention: head_dim ", d.d,
                   " exceeds the CUDA kernel's limit of ",
@@ -106,8 +81,22 @@ Expected<AttnDims> checkQkv(const TensorRef &q, const TensorRef &k,
   return d;
 }
 
-float attentionScale(const AttentionParams &p, int64_t headDim) {
-  return p.scale != 0.0 ? float(p.scale) : 1.0f / std::sqrt(float(headDim));
+/// The launch arguments shared by attention with and without a cache; the
+/// caller sets what reads the cache (k, v, keyStride, position, error).
+detail::AttentionArgs attentionArgs(const TensorRef &q, const TensorRef &o,
+                                    const AttentionDims &d,
+                                    const AttentionParams &p) {
+  detail::AttentionArgs a{};
+  a.q = in(q);
+  a.o = out(o);
+  a.batch = d.b;
+  a.seq = d.sq;
+  a.heads = d.hq;
+  a.kvHeads = d.hkv;
+  a.headDim = d.d;
+  a.scale = p.scale != 0.0 ? float(p.scale) : 1.0f / std::sqrt(float(d.d));
+  a.causal = p.causal;
+  return a;
 }
 
 detail::Dims dimsOf(const std::vector<int64_t> &v) {
@@ -133,23 +122,10 @@ std::vector<int64_t> contiguousStrides(const Shape &shape) {
 Status cuda::binary(BinaryKind kind, const TensorRef &lhs, const TensorRef &rhs,
                     const TensorRef &result, cudaStream_t stream) {
   const char *name = kind == BinaryKind::Add ? "add" : "mul";
-  size_t rl = lhs.shape.size(), rr = rhs.shape.size();
-  if (rr > rl)
-    return errorf(name, ": rhs ", formatShape(rhs.shape),
-                  " has a higher rank than lhs ", formatShape(lhs.shape));
-  // rhs aligned to lhs's trailing dims; size-1 dims broadcast.
-  std::vector<int64_t> rhsStride(rl, 0);
-  int64_t stride = 1;
-  bool exact = true; // every rhs dim equals lhs's
-  for (size_t i = 0; i < rr; ++i) {
-    size_t ri = rr - 1 - i, li = rl - 1 - i;
-    if (rhs.shape[ri] != lhs.shape[li] && rhs.shape[ri] != 1)
-      return errorf(name, ": rhs ", formatShape(rhs.shape),
-                    " does not broadcast to lhs ", formatShape(lhs.shape));
-    exact = exact && rhs.shape[ri] == lhs.shape[li];
-    rhsStride[li] = rhs.shape[ri] == 1 ? 0 : stride;
-    stride *= rhs.shape[ri];
-  }
+  auto bc = cpu::checkBroadcast(name, lhs.shape, rhs.shape);
+  if (!bc)
+    return bc.status();
+  size_t rl = lhs.shape.size();
   BRAID_RETURN_IF_ERROR(checkResult(name, result, lhs.shape));
   if (rl > kMaxPlanRank)
     return errorf(name, ": rank ", rl, " exceeds the CUDA kernel's limit of ",
@@ -159,11 +135,11 @@ Status cuda::binary(BinaryKind kind, const TensorRef &lhs, const TensorRef &rhs,
   BRAID_RETURN_IF_ERROR(checkData(name, "result", result));
   int64_t count = numElements(lhs.shape), rhsCount = numElements(rhs.shape);
   detail::Broadcast mode = rhsCount == count ? detail::Broadcast::Same
-                           : exact           ? detail::Broadcast::Modulo
+                           : bc->exact       ? detail::Broadcast::Modulo
                                              : detail::Broadcast::General;
   BRAID_CUDA_CHECK(detail::launchBinary(
       kind == BinaryKind::Mul, in(lhs), in(rhs), out(result), count, mode,
-      rhsCount, int(rl), dimsOf(lhs.shape), dimsOf(rhsStride), stream));
+      rhsCount, int(rl), dimsOf(lhs.shape), dimsOf(bc->rhsStride), stream));
   return Status::ok();
 }
 
@@ -195,7 +171,8 @@ Status cuda::gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
 
 Status cuda::rmsNorm(const TensorRef &x, const TensorRef &weight,
                      const TensorRef &y, double epsilon, cudaStream_t stream) {
-  BRAID_RETURN_IF_ERROR(checkNormParam("rms_norm", "weight", x, weight));
+  BRAID_RETURN_IF_ERROR(
+      cpu::checkNormParam("rms_norm", "weight", x.shape, weight.shape));
   BRAID_RETURN_IF_ERROR(checkResult("rms_norm", y, x.shape));
   BRAID_RETURN_IF_ERROR(checkData("rms_norm", "input", x));
   BRAID_RETURN_IF_ERROR(checkData("rms_norm", "weight", weight));
@@ -209,8 +186,10 @@ Status cuda::rmsNorm(const TensorRef &x, const TensorRef &weight,
 Status cuda::layerNorm(const TensorRef &x, const TensorRef &weight,
                        const TensorRef &bias, const TensorRef &y,
                        double epsilon, cudaStream_t stream) {
-  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "weight", x, weight));
-  BRAID_RETURN_IF_ERROR(checkNormParam("layer_norm", "bias", x, bias));
+  BRAID_RETURN_IF_ERROR(
+      cpu::checkNormParam("layer_norm", "weight", x.shape, weight.shape));
+  BRAID_RETURN_IF_ERROR(
+      cpu::checkNormParam("layer_norm", "bias", x.shape, bias.shape));
   BRAID_RETURN_IF_ERROR(checkResult("layer_norm", y, x.shape));
   BRAID_RETURN_IF_ERROR(checkData("layer_norm", "input", x));
   BRAID_RETURN_IF_ERROR(checkData("layer_norm", "weight", weight));
@@ -228,53 +207,40 @@ Status cuda::layerNorm(const TensorRef &x, const TensorRef &weight,
 
 Status cuda::rope(const TensorRef &x, const TensorRef &positions,
                   const TensorRef &y, double theta, cudaStream_t stream) {
-  if (x.shape.size() != 4)
-    return errorf("rope: input must be [B, S, H, D], got ",
-                  formatShape(x.shape));
-  int64_t b = x.shape[0], s = x.shape[1], h = x.shape[2], d = x.shape[3];
-  if (d % 2)
-    return errorf("rope: head dim ", d, " must be even");
-  if (positions.shape != Shape{b, s})
-    return errorf("rope: positions ", formatShape(positions.shape),
-                  " must be [", b, ", ", s, "]");
+  auto dims = cpu::checkRopeShapes(x.shape, positions.shape);
+  if (!dims)
+    return dims.status();
   BRAID_RETURN_IF_ERROR(checkResult("rope", y, x.shape));
   BRAID_RETURN_IF_ERROR(checkData("rope", "input", x));
   BRAID_RETURN_IF_ERROR(checkData("rope", "positions", positions));
   BRAID_RETURN_IF_ERROR(checkData("rope", "result", y));
-  BRAID_CUDA_CHECK(detail::launchRope(in(x), in(positions), out(y), b * s, h, d,
+  BRAID_CUDA_CHECK(detail::launchRope(in(x), in(positions), out(y),
+                                      dims->b * dims->s, dims->h, dims->d,
                                       theta, stream));
   return Status::ok();
 }
 
 Status cuda::softmax(const TensorRef &x, const TensorRef &y, int64_t dim,
                      cudaStream_t stream) {
-  int64_t rank = int64_t(x.shape.size());
-  if (dim < 0 || dim >= rank)
-    return errorf("softmax: dim ", dim, " out of range for ",
-                  formatShape(x.shape));
+  auto dims = cpu::checkSoftmaxShape(x.shape, dim);
+  if (!dims)
+    return dims.status();
   BRAID_RETURN_IF_ERROR(checkResult("softmax", y, x.shape));
   BRAID_RETURN_IF_ERROR(checkData("softmax", "input", x));
   BRAID_RETURN_IF_ERROR(checkData("softmax", "result", y));
-  int64_t n = x.shape[size_t(dim)], inner = 1, outer = 1;
-  for (int64_t d = dim + 1; d < rank; ++d)
-    inner *= x.shape[size_t(d)];
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= x.shape[size_t(d)];
-  BRAID_CUDA_CHECK(
-      detail::launchSoftmax(in(x), out(y), outer, n, inner, stream));
+  BRAID_CUDA_CHECK(detail::launchSoftmax(in(x), out(y), dims->outer, dims->n,
+                                         dims->inner, stream));
   return Status::ok();
 }
 
 Status cuda::embedding(const TensorRef &ids, const TensorRef &table,
                        const TensorRef &result, int64_t vocabStart,
                        cudaStream_t stream) {
-  if (table.shape.size() != 2)
-    return errorf("embedding: table must be [V, H], got ",
-                  formatShape(table.shape));
+  auto want = cpu::checkEmbeddingShapes(ids.shape, table.shape);
+  if (!want)
+    return want.status();
   int64_t v = table.shape[0], h = table.shape[1];
-  Shape want = ids.shape;
-  want.push_back(h);
-  BRAID_RETURN_IF_ERROR(checkResult("embedding", result, want));
+  BRAID_RETURN_IF_ERROR(checkResult("embedding", result, *want));
   BRAID_RETURN_IF_ERROR(checkData("embedding", "ids", ids));
   BRAID_RETURN_IF_ERROR(checkData("embedding", "table", table));
   BRAID_RETURN_IF_ERROR(checkData("embedding", "result", result));
@@ -294,25 +260,16 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   auto dims = checkQkv(q, k, v, p);
   if (!dims)
     return dims.status();
-  const AttnDims &d = *dims;
+  const AttentionDims &d = *dims;
   BRAID_RETURN_IF_ERROR(checkResult("attention", o, q.shape));
   BRAID_RETURN_IF_ERROR(checkData("attention", "q", q));
   BRAID_RETURN_IF_ERROR(checkData("attention", "k", k));
   BRAID_RETURN_IF_ERROR(checkData("attention", "v", v));
   BRAID_RETURN_IF_ERROR(checkData("attention", "o", o));
-  detail::AttentionArgs a{};
-  a.q = in(q);
+  detail::AttentionArgs a = attentionArgs(q, o, d, p);
   a.k = in(k);
   a.v = in(v);
-  a.o = out(o);
-  a.batch = d.b;
-  a.seq = d.sq;
-  a.heads = d.hq;
-  a.kvHeads = d.hkv;
-  a.headDim = d.d;
   a.keyStride = d.sq;
-  a.scale = attentionScale(p, d.d);
-  a.causal = p.causal;
   a.position = {nullptr, Dt::I64};
   a.error = nullptr;
   BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
@@ -329,16 +286,9 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   auto dims = checkQkv(q, k, v, p);
   if (!dims)
     return dims.status();
-  const AttnDims &d = *dims;
-  if (kCache.shape.size() != 4 || kCache.shape[0] != d.b ||
-      kCache.shape[2] != d.hkv || kCache.shape[3] != d.d ||
-      vCache.shape != kCache.shape)
-    return errorf("attention: caches ", formatShape(kCache.shape), " and ",
-                  formatShape(vCache.shape), " must be [", d.b, ", max_seq, ",
-                  d.hkv, ", ", d.d, "]");
-  if (position.shape != Shape{d.b})
-    return errorf("attention: position ", formatShape(position.shape),
-                  " must be [", d.b, "]");
+  const AttentionDims &d = *dims;
+  BRAID_RETURN_IF_ERROR(cpu::checkAttentionCacheShapes(
+      d, kCache.shape, vCache.shape, position.shape));
   if (!errors)
     return errorf("attention: a KV cache needs a DeviceErrorRecord to report "
                   "positions out of range");
@@ -359,19 +309,10 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   BRAID_CUDA_CHECK(detail::launchCacheWrite(
       in(k), in(v), out(kCache), out(vCache), in(position), d.b, d.sq,
       d.hkv * d.d, maxS, errors, stream));
-  detail::AttentionArgs a{};
-  a.q = in(q);
+  detail::AttentionArgs a = attentionArgs(q, o, d, p);
   a.k = in(kCache);
   a.v = in(vCache);
-  a.o = out(o);
-  a.batch = d.b;
-  a.seq = d.sq;
-  a.heads = d.hq;
-  a.kvHeads = d.hkv;
-  a.headDim = d.d;
   a.keyStride = maxS;
-  a.scale = attentionScale(p, d.d);
-  a.causal = p.causal;
   a.position = in(position);
   a.error = errors;
   BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
@@ -468,14 +409,8 @@ Status cuda::stridedCopy(void *dst, const Shape &dstStrides, const void *src,
 
 Status cuda::slice(const TensorRef &x, const Shape &offsets, const Shape &sizes,
                    const TensorRef &y, cudaStream_t stream) {
+  BRAID_RETURN_IF_ERROR(cpu::checkSliceShapes(x.shape, offsets, sizes));
   size_t r = x.shape.size();
-  if (offsets.size() != r || sizes.size() != r)
-    return errorf("slice: offsets/sizes need ", r, " entries for ",
-                  formatShape(x.shape));
-  for (size_t d = 0; d < r; ++d)
-    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > x.shape[d])
-      return errorf("slice: dim ", d, " takes [", offsets[d], ", ",
-                    offsets[d] + sizes[d], ") of size ", x.shape[d]);
   BRAID_RETURN_IF_ERROR(checkResult("slice", y, sizes));
   if (y.dtype != x.dtype)
     return errorf("slice: result dtype ", dtypeName(y.dtype),
@@ -494,25 +429,14 @@ Status cuda::slice(const TensorRef &x, const Shape &offsets, const Shape &sizes,
 
 Status cuda::concat(const std::vector<TensorRef> &inputs, int64_t dim,
                     const TensorRef &y, cudaStream_t stream) {
-  if (inputs.empty())
-    return errorf("concat: no inputs");
+  std::vector<cpu::ConcatInput> parts;
+  for (const TensorRef &t : inputs)
+    parts.push_back({&t.shape, dtypeSize(t.dtype)});
+  auto checked = cpu::checkConcatShapes(parts, dim);
+  if (!checked)
+    return checked.status();
   const TensorRef &first = inputs.front();
-  int64_t r = int64_t(first.shape.size());
-  if (dim < 0 || dim >= r)
-    return errorf("concat: dim ", dim, " out of range for rank ", r);
-  Shape shape = first.shape;
-  shape[size_t(dim)] = 0;
-  for (const TensorRef &t : inputs) {
-    Shape a = t.shape, b = first.shape;
-    if (a.size() != b.size() || dtypeSize(t.dtype) != dtypeSize(first.dtype))
-      return errorf("concat: input ", formatShape(a), " does not match ",
-                    formatShape(b));
-    a[size_t(dim)] = b[size_t(dim)] = 0;
-    if (a != b)
-      return errorf("concat: input ", formatShape(t.shape), " differs from ",
-                    formatShape(first.shape), " outside dim ", dim);
-    shape[size_t(dim)] += t.shape[size_t(dim)];
-  }
+  const Shape &shape = *checked;
   BRAID_RETURN_IF_ERROR(checkResult("concat", y, shape));
   if (dtypeSize(y.dtype) != dtypeSize(first.dtype))
     return errorf("concat: result dtype ", dtypeName(y.dtype),
@@ -532,9 +456,7 @@ Status cuda::concat(const std::vector<TensorRef> &inputs, int64_t dim,
 
 Status cuda::reshape(const TensorRef &x, const TensorRef &y,
                      cudaStream_t stream) {
-  if (numElements(x.shape) != numElements(y.shape))
-    return errorf("reshape of ", formatShape(x.shape), " to ",
-                  formatShape(y.shape), " changes the element count");
+  BRAID_RETURN_IF_ERROR(cpu::checkReshape(x.shape, y.shape));
   if (dtypeSize(x.dtype) != dtypeSize(y.dtype))
     return errorf("reshape: result dtype ", dtypeName(y.dtype),
                   " differs from the input's ", dtypeName(x.dtype));
@@ -574,9 +496,8 @@ Status DeviceErrorFlag::check(cudaStream_t stream) {
   BRAID_CUDA_CHECK(cudaStreamSynchronize(stream));
   const int64_t *a = record.args;
   switch (record.code) {
-  case kDeviceErrorAttentionPosition: // as runtime/cpu/Attention.cpp
-    return errorf("attention: batch ", a[0], " writes cache rows [", a[1],
-                  ", ", a[2], ") outside max_seq ", a[3]);
+  case kDeviceErrorAttentionPosition: // the CPU kernel's message
+    return cpu::attentionCacheRangeError(a[0], a[1], a[2], a[3]);
   default:
     return errorf("a kernel recorded the unknown device error code ",
                   record.code);
