@@ -4,6 +4,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -119,9 +120,19 @@ private:
 Status OpRunner::runOps() {
   if (!f_.ops())
     return Status::ok();
+  in_.profile_.clear();
+  auto stepStart = std::chrono::steady_clock::now();
   for (unsigned oi = 0; oi < f_.ops()->size(); ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
+    auto opStart = std::chrono::steady_clock::now();
     Status st = compute(op);
+    if (in_.profiling_) {
+      auto now = std::chrono::steady_clock::now();
+      OpTime t = opTimeOf(f_, int(oi));
+      t.start = std::chrono::duration<double>(opStart - stepStart).count();
+      t.seconds = std::chrono::duration<double>(now - opStart).count();
+      in_.profile_.push_back(std::move(t));
+    }
     if (!st) {
       std::string where = "rank " + std::to_string(in_.rank_) + ": function '" +
                           f_.name()->str() + "': op " + std::to_string(oi) +

@@ -15,6 +15,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/HostTensor.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/Profile.h"
 #include "runtime/Status.h"
 
 #include <map>
@@ -47,6 +48,10 @@ public:
   Status setParameter(std::string_view name, HostTensor local);
   /// Zeroes every state slot (a new sequence).
   void resetState();
+  /// When on, run() records each op's wall time (host clock).
+  void setProfiling(bool on) { profiling_ = on; }
+  /// The op times of the last run() with profiling on.
+  const std::vector<OpTime> &lastProfile() const { return profile_; }
 
 private:
   static Expected<std::unique_ptr<Interpreter>>
@@ -63,6 +68,8 @@ private:
   std::vector<HostTensor> params_;
   std::vector<HostTensor> state_;
   std::map<int, std::vector<uint8_t>> arenas_; // per function index
+  bool profiling_ = false;
+  std::vector<OpTime> profile_;
 };
 
 /// Every rank of a plan as a thread of this process.

@@ -10,6 +10,7 @@ set(BRAID_RUNTIME_SOURCES
   Weights.cpp
   Safetensors.cpp
   HostTensor.cpp
+  Profile.cpp
   cpu/Elementwise.cpp
   cpu/Matmul.cpp
   cpu/Norms.cpp

@@ -74,6 +74,7 @@ public:
   /// waiting in a collective then aborts instead of waiting for the timeout.
   Expected<TensorMap> run(const std::string &function, const TensorMap &inputs,
                           StepTiming &timing, const std::atomic<bool> &cancel);
+  const std::vector<OpTime> &lastProfile() const { return profile_; }
   Status setParameter(const std::string &name, const HostTensor &local);
 
 private:
@@ -88,6 +89,7 @@ private:
     std::map<int, DeviceMemory> staging; // by op index
     Graph graph;
     GraphExec exec;
+    std::vector<Event> opBegin, opEnd; // with options.profile
   };
 
   CudaRank(LoadedPlan plan, int rank, int device, ExecutorOptions options)
@@ -129,6 +131,7 @@ private:
   Event start_, stop_;
   std::map<int, Function> functions_; // by function index
   bool broken_ = false;
+  std::vector<OpTime> profile_;
 };
 
 } // namespace braid::rt::cuda
@@ -256,6 +259,14 @@ Status CudaRank::prepareFunction(Function &fn) {
     BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
     fn.join.push_back(std::move(e));
   }
+  if (options_.profile && f.ops())
+    for (unsigned i = 0; i < f.ops()->size(); ++i) {
+      Event begin, end;
+      BRAID_CUDA_CHECK(cudaEventCreate(begin.out()));
+      BRAID_CUDA_CHECK(cudaEventCreate(end.out()));
+      fn.opBegin.push_back(std::move(begin));
+      fn.opEnd.push_back(std::move(end));
+    }
   // Everything a step needs is decided here, outside any capture: GEMM
   // algorithms and collective staging buffers.
   if (f.ops())
@@ -484,7 +495,11 @@ Status CudaRank::enqueue(Function &fn) {
         for (int e : *op.wait_events())
           BRAID_CUDA_CHECK(
               cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
+      if (options_.profile)
+        BRAID_CUDA_CHECK(cudaEventRecord(fn.opBegin[i].get(), stream));
       Status st = runOp(fn, int(i), stream);
+      if (options_.profile && st)
+        BRAID_CUDA_CHECK(cudaEventRecord(fn.opEnd[i].get(), stream));
       if (!st) {
         const char *name = opcodeName(op.opcode());
         return errorf("function '", f.name()->str(), "' op ", i, " (",
@@ -625,6 +640,19 @@ Expected<TensorMap> CudaRank::run(const std::string &function,
   BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
   timing.deviceMs = ms;
   BRAID_RETURN_IF_ERROR(errors_->check(main));
+  profile_.clear();
+  if (options_.profile && f.ops())
+    for (unsigned i = 0; i < f.ops()->size(); ++i) {
+      float begin = 0, length = 0;
+      BRAID_CUDA_CHECK(
+          cudaEventElapsedTime(&begin, start_.get(), fn.opBegin[i].get()));
+      BRAID_CUDA_CHECK(cudaEventElapsedTime(&length, fn.opBegin[i].get(),
+                                            fn.opEnd[i].get()));
+      OpTime t = opTimeOf(f, int(i));
+      t.start = double(begin) * 1e-3;
+      t.seconds = double(length) * 1e-3;
+      profile_.push_back(std::move(t));
+    }
 
   TensorMap outputs;
   if (f.outputs())
@@ -664,6 +692,9 @@ CudaRunner::~CudaRunner() = default;
 
 Expected<std::unique_ptr<CudaRunner>>
 CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options) {
+  if (options.profile && options.graph)
+    return errorf("per-op profiling needs eager launch: a CUDA Graph "
+                  "replays as one launch");
   auto devices = usableDeviceCount();
   if (!devices)
     return devices.status();
@@ -736,6 +767,7 @@ CudaRunner::run(const std::string &function,
     out.push_back(results[r]->take());
   }
   timing_ = timings[0];
+  profile_ = ranks_[0]->lastProfile();
   return out;
 }
 

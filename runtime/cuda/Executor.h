@@ -26,6 +26,7 @@
 
 #include "runtime/HostTensor.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/Profile.h"
 #include "runtime/Status.h"
 
 #include <map>
@@ -44,6 +45,9 @@ struct ExecutorOptions {
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
   /// GPU of world rank r: deviceOffset + r (one thread per GPU).
   int deviceOffset = 0;
+  /// Time every op with CUDA events (eager only: a graph replays as one
+  /// launch and has no per-op boundaries to record).
+  bool profile = false;
 };
 
 /// Per-step measurements.
@@ -67,6 +71,8 @@ public:
                                        const std::vector<TensorMap> &inputs);
   /// Rank 0's timing of the last step.
   const StepTiming &lastTiming() const { return timing_; }
+  /// Rank 0's per-op times of the last step (with options.profile).
+  const std::vector<OpTime> &lastProfile() const { return profile_; }
   int worldSize() const { return int(ranks_.size()); }
   /// Replaces parameter `name` on rank `rank` (e.g. from a checkpoint).
   Status setParameter(int rank, const std::string &name,
@@ -76,6 +82,7 @@ private:
   CudaRunner() = default;
   std::vector<std::unique_ptr<CudaRank>> ranks_;
   StepTiming timing_;
+  std::vector<OpTime> profile_;
 };
 
 /// Number of usable GPUs, or an error saying why there are none.

@@ -44,6 +44,10 @@ the tokens and a latency summary.
                            --check-against)
   --timeout S              cuda: a step that takes longer (a stuck
                            collective) aborts the run (default 120)
+  --profile FILE.csv       measured mean time per (op, operand shapes) as
+                           `op,shape,us`: braid-estimate's calibration file
+  --trace FILE.json        measured per-op Chrome trace of every step
+                           (cuda: both need --eager; times from CUDA events)
   --ranks N                ranks to run (must equal the plan's world size)
   --steps K                decode steps after prefill (default 4)
   --tokens a,b,...         prompt ids, batch x prompt length of them
@@ -79,6 +83,7 @@ struct Options {
   int iters = 0, warmup = 3;
   bool check = false;
   double timeout = 120;
+  std::string profile, trace;
 };
 
 template <typename T> bool parseNumber(std::string_view s, T &out) {
@@ -162,6 +167,10 @@ Expected<Options> parseArgs(int argc, char **argv) {
       st = number(o.warmup);
     } else if (flag == "--timeout") {
       st = number(o.timeout);
+    } else if (flag == "--profile") {
+      st = text(o.profile);
+    } else if (flag == "--trace") {
+      st = text(o.trace);
     } else if (flag == "--tokens") {
       std::string list;
       st = text(list);
@@ -193,6 +202,9 @@ Expected<Options> parseArgs(int argc, char **argv) {
     return errorf("--backend '", o.backend, "' is unknown; use cpu or cuda");
   if (o.backend != "cuda" && (o.check || o.iters || !o.graph))
     return errorf("--check, --iters and --eager need --backend cuda");
+  if (o.backend == "cuda" && o.graph && (!o.profile.empty() || !o.trace.empty()))
+    return errorf("--profile and --trace time each op: add --eager (a CUDA "
+                  "Graph replays as one launch)");
   if (o.iters < 0 || o.warmup < 0 || !(o.timeout > 0))
     return errorf("--iters and --warmup must be >= 0 and --timeout > 0");
   if (o.steps < 0)
@@ -208,6 +220,8 @@ struct PlanRun {
   GenerationShape shape;
   std::string backend;
   std::unique_ptr<ThreadedRunner> cpu;
+  bool profiling = false;
+  std::vector<std::vector<OpTime>> profiles; // one per step, rank 0
 #ifdef BRAID_HAVE_CUDA
   std::unique_ptr<cuda::CudaRunner> gpu;
   std::vector<cuda::StepTiming> timings; // one per step run
@@ -226,11 +240,13 @@ struct PlanRun {
     run->plan = *plan;
     run->shape = *shape;
     run->backend = backend;
+    run->profiling = !o.profile.empty() || !o.trace.empty();
     if (backend == "cpu") {
       auto runner = ThreadedRunner::create(*plan, o.seed);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
       run->cpu = runner.take();
+      run->cpu->rank(0).setProfiling(run->profiling);
     }
 #ifdef BRAID_HAVE_CUDA
     if (backend == "cuda") {
@@ -238,6 +254,7 @@ struct PlanRun {
       eo.graph = o.graph;
       eo.seed = o.seed;
       eo.stepTimeoutSeconds = o.timeout;
+      eo.profile = run->profiling;
       auto runner = cuda::CudaRunner::create(*plan, eo);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
@@ -269,10 +286,15 @@ struct PlanRun {
       auto outs = gpu->run(function, {inputs});
       if (outs)
         timings.push_back(gpu->lastTiming());
+      if (outs && profiling)
+        profiles.push_back(gpu->lastProfile());
       return outs;
     }
 #endif
-    return cpu->run(function, {inputs});
+    auto outs = cpu->run(function, {inputs});
+    if (outs && profiling)
+      profiles.push_back(cpu->rank(0).lastProfile());
+    return outs;
   }
 
   StepFn stepFn() {
@@ -523,6 +545,15 @@ Status runMain(int argc, char **argv) {
   printSummary(std::cout, o.plan, *run, *steps);
   if (!o.dumpOutputs.empty())
     BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
+  if (!o.profile.empty()) {
+    std::vector<OpTime> all;
+    for (const auto &p : run->profiles)
+      all.insert(all.end(), p.begin(), p.end());
+    BRAID_RETURN_IF_ERROR(writeProfileCsv(o.profile, all));
+  }
+  if (!o.trace.empty())
+    BRAID_RETURN_IF_ERROR(
+        writeChromeTrace(o.trace, run->profiles, run->plan.root().world_size()));
 #ifdef BRAID_HAVE_CUDA
   if (run->gpu)
     BRAID_RETURN_IF_ERROR(timeDecode(*run, o, *steps));
