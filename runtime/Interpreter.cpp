@@ -465,35 +465,13 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
   arena.resize(size_t(f.arena_size()));
   OpRunner runner(*this, f, arena.data());
 
-  size_t bound = 0;
-  if (f.inputs())
-    for (const plan::Binding *b : *f.inputs()) {
-      auto it = inputs.find(b->name()->str());
-      if (it == inputs.end())
-        return errorf("function '", function, "': missing input '",
-                      b->name()->str(), "'");
-      const HostTensor &h = it->second;
-      int t = b->tensor();
-      if (h.dtype != runner.tensor(t).dtype() || h.shape != runner.shapeOf(t) ||
-          h.bytes.size() != runner.byteSize(t))
-        return errorf("function '", function, "': input '", b->name()->str(),
-                      "' must be ", formatShape(runner.shapeOf(t)), " x ",
-                      dtypeName(runner.tensor(t).dtype()), ", got ",
-                      formatShape(h.shape), " x ", dtypeName(h.dtype));
-      if (!h.bytes.empty())
-        std::memcpy(runner.storage(t), h.bytes.data(), h.bytes.size());
-      ++bound;
-    }
-  if (bound != inputs.size())
-    for (const auto &kv : inputs) {
-      bool known = false;
-      if (f.inputs())
-        for (const plan::Binding *b : *f.inputs())
-          known |= b->name()->string_view() == kv.first;
-      if (!known)
-        return errorf("function '", function, "' has no input '", kv.first,
-                      "'");
-    }
+  auto bound = bindInputs(f, inputs);
+  if (!bound)
+    return bound.status();
+  for (const BoundInput &in : *bound)
+    if (!in.value->bytes.empty())
+      std::memcpy(runner.storage(in.tensor), in.value->bytes.data(),
+                  in.value->bytes.size());
 
   BRAID_RETURN_IF_ERROR(runner.runOps());
 

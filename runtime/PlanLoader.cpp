@@ -771,3 +771,39 @@ Expected<LoadedPlan> braid::rt::loadPlanFile(const std::string &path) {
     return errorf(path, ": ", plan.status().message());
   return plan;
 }
+
+Expected<std::vector<BoundInput>>
+braid::rt::bindInputs(const plan::Function &f,
+                      const std::map<std::string, HostTensor> &inputs) {
+  std::string function = f.name()->str();
+  std::vector<BoundInput> bound;
+  if (f.inputs())
+    for (const plan::Binding *b : *f.inputs()) {
+      auto it = inputs.find(b->name()->str());
+      if (it == inputs.end())
+        return errorf("function '", function, "': missing input '",
+                      b->name()->str(), "'");
+      const plan::Tensor &t = *f.tensors()->Get(unsigned(b->tensor()));
+      Shape shape = t.shape() ? Shape(t.shape()->begin(), t.shape()->end())
+                              : Shape{};
+      const HostTensor &h = it->second;
+      if (h.dtype != t.dtype() || h.shape != shape ||
+          h.bytes.size() != size_t(numElements(shape)) * dtypeSize(t.dtype()))
+        return errorf("function '", function, "': input '", b->name()->str(),
+                      "' must be ", formatShape(shape), " x ",
+                      dtypeName(t.dtype()), ", got ", formatShape(h.shape),
+                      " x ", dtypeName(h.dtype));
+      bound.push_back({b->tensor(), &h});
+    }
+  if (bound.size() != inputs.size())
+    for (const auto &kv : inputs) {
+      bool known = false;
+      if (f.inputs())
+        for (const plan::Binding *b : *f.inputs())
+          known |= b->name()->string_view() == kv.first;
+      if (!known)
+        return errorf("function '", function, "' has no input '", kv.first,
+                      "'");
+    }
+  return bound;
+}

@@ -11,9 +11,11 @@
 #ifndef BRAID_RUNTIME_PLANLOADER_H
 #define BRAID_RUNTIME_PLANLOADER_H
 
+#include "runtime/HostTensor.h"
 #include "runtime/Status.h"
 #include "runtime/plan_generated.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -66,6 +68,19 @@ int64_t embeddingVocabStart(const plan::Plan &plan, const plan::Op &op,
                             int worldRank, const std::vector<int64_t> &table);
 
 const char *opcodeName(plan::OpCode opcode);
+
+/// A function input matched to the tensor it fills.
+struct BoundInput {
+  int tensor = -1;
+  const HostTensor *value = nullptr;
+};
+/// Matches `inputs` to `f`'s input bindings by name, as every backend must
+/// before a step: each binding present, with the tensor's dtype, shape and
+/// byte size, and no input the function does not take. Errors name the
+/// function and the input.
+Expected<std::vector<BoundInput>>
+bindInputs(const plan::Function &f,
+           const std::map<std::string, HostTensor> &inputs);
 /// The synchronous opcode an async start (all_reduce_start, ...) runs;
 /// every other opcode is returned as is.
 plan::OpCode syncOpcode(plan::OpCode opcode);

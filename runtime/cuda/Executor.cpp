@@ -587,28 +587,14 @@ Expected<TensorMap> CudaRank::run(const std::string &function,
   const plan::Function &f = *fn.f;
   cudaStream_t main = streams_[0].get();
 
-  size_t bound = 0;
-  if (f.inputs())
-    for (const plan::Binding *b : *f.inputs()) {
-      auto it = inputs.find(b->name()->str());
-      if (it == inputs.end())
-        return errorf("function '", function, "': missing input '",
-                      b->name()->str(), "'");
-      TensorRef t = ref(fn, b->tensor());
-      const HostTensor &h = it->second;
-      if (h.dtype != t.dtype || h.shape != t.shape ||
-          h.bytes.size() != bytesOf(t))
-        return errorf("function '", function, "': input '", b->name()->str(),
-                      "' must be ", formatShape(t.shape), " x ",
-                      dtypeName(t.dtype), ", got ", formatShape(h.shape), " x ",
-                      dtypeName(h.dtype));
-      BRAID_CUDA_CHECK(cudaMemcpyAsync(t.data, h.bytes.data(), h.bytes.size(),
-                                       cudaMemcpyHostToDevice, main));
-      ++bound;
-    }
-  if (bound != inputs.size())
-    return errorf("function '", function, "': ", inputs.size(),
-                  " inputs given, it takes ", bound);
+  auto bound = bindInputs(f, inputs);
+  if (!bound)
+    return bound.status();
+  for (const BoundInput &in : *bound)
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(fn.ptr[size_t(in.tensor)],
+                                     in.value->bytes.data(),
+                                     in.value->bytes.size(),
+                                     cudaMemcpyHostToDevice, main));
 
   timing = StepTiming();
   if (options_.graph && !fn.exec) {
