@@ -1,5 +1,6 @@
 //===- StepStats.cpp ------------------------------------------------------===//
 #include "passes/StepStats.h"
+#include "passes/MemoryPlan.h"
 
 #include "dialect/BraidOps.h"
 
@@ -12,14 +13,6 @@ using namespace mlir::braid;
 static int64_t numElements(Type t) {
   auto rt = dyn_cast<RankedTensorType>(t);
   return rt ? rt.getNumElements() : 0;
-}
-
-static int64_t bytesOf(Type t) {
-  auto rt = dyn_cast<RankedTensorType>(t);
-  if (!rt)
-    return 0;
-  return rt.getNumElements() *
-         llvm::divideCeil(rt.getElementType().getIntOrFloatBitWidth(), 8);
 }
 
 int64_t StepStats::collectiveBytes() const {
@@ -55,7 +48,7 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
   st.function = func.getSymName().str();
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (func.getArgAttr(i, "braid.state"))
-      st.stateBytes += bytesOf(func.getArgument(i).getType());
+      st.stateBytes += tensorBytes(func.getArgument(i).getType());
   auto addCollective = [&](StringRef name, int64_t bytes) {
     CollectiveStats &c = st.collectives[name.str()];
     ++c.count;
@@ -63,14 +56,14 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
   };
   func.walk([&](Operation *op) {
     if (auto p = dyn_cast<ParameterOp>(op)) {
-      st.parameterBytes += bytesOf(p.getType());
+      st.parameterBytes += tensorBytes(p.getType());
       return;
     }
     if (op->getDialect() == nullptr ||
         op->getDialect()->getNamespace() != "braid")
       return;
     for (Value r : op->getResults())
-      st.activationBytes += bytesOf(r.getType());
+      st.activationBytes += tensorBytes(r.getType());
     // An async start is counted under its synchronous form's name.
     StringRef name = op->getName().stripDialect();
     (void)name.consume_back("_start");
@@ -85,19 +78,19 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
           st.otherFlops += 4 * numElements(o->getResult(0).getType());
         })
         .Case<AllGatherOp>([&](auto g) {
-          addCollective(name, bytesOf(g.getType()));
+          addCollective(name, tensorBytes(g.getType()));
         })
         .Case<AllGatherStartOp>([&](auto g) {
-          addCollective(name, bytesOf(g.getHandle().getType().getPayload()));
+          addCollective(name, tensorBytes(g.getHandle().getType().getPayload()));
         })
         .Case<AllReduceOp, AllReduceStartOp, ReduceScatterOp,
               ReduceScatterStartOp, AllToAllOp, AllToAllStartOp, BroadcastOp,
               BroadcastStartOp, SendOp, SendStartOp>([&](Operation *o) {
-          addCollective(name, bytesOf(o->getOperand(0).getType()));
+          addCollective(name, tensorBytes(o->getOperand(0).getType()));
         })
-        .Case<RecvOp>([&](auto r) { addCollective(name, bytesOf(r.getType())); })
+        .Case<RecvOp>([&](auto r) { addCollective(name, tensorBytes(r.getType())); })
         .Case<RecvStartOp>([&](auto r) {
-          addCollective(name, bytesOf(r.getHandle().getType().getPayload()));
+          addCollective(name, tensorBytes(r.getHandle().getType().getPayload()));
         });
   });
   return st;
