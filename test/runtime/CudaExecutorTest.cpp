@@ -78,24 +78,8 @@ void expectSameOnGpu(const PlanBuilder &pb,
 }
 
 PlanBuilder mlpPlan(DType dtype) {
-  PlanBuilder pb(1);
-  pb.group("tp", 1);
-  int norm = pb.param("model.norm.weight", {64}, {64}, dtype);
-  int up = pb.param("mlp.up_proj.weight", {128, 64}, {128, 64}, dtype, 0, 0);
-  int down = pb.param("mlp.down_proj.weight", {64, 128}, {64, 128}, dtype, 1, 0);
-  FnBuilder f = pb.function("prefill");
-  int x = f.input("x", {2, 8, 64}, dtype);
-  int n = f.tensor({2, 8, 64}, dtype), h = f.tensor({2, 8, 128}, dtype);
-  int a = f.tensor({2, 8, 128}, dtype), p = f.tensor({2, 8, 64}, dtype);
-  int y = f.tensor({2, 8, 64}, dtype);
-  f.op(OpCode::RmsNorm, {x, f.param(norm, pb.plan())}, {n}).epsilon = 1e-6;
-  f.op(OpCode::Matmul, {n, f.param(up, pb.plan())}, {h}).transpose_b = true;
-  f.op(OpCode::Gelu, {h}, {a}).gelu_approximation =
-      plan::GeluApproximation::Tanh;
-  f.op(OpCode::Matmul, {a, f.param(down, pb.plan())}, {p}).transpose_b = true;
-  f.op(OpCode::AllReduce, {p}, {y}).group = 0;
-  f.output("y", y);
-  return pb;
+  return megatronMlpPlan(/*tp=*/1, /*hidden=*/64, /*inter=*/128,
+                         /*batch=*/2, /*tokens=*/8, dtype);
 }
 
 TEST(CudaExecutor, MlpMatchesInterpreterFp32) {

@@ -27,29 +27,9 @@ std::unique_ptr<ThreadedRunner> makeRunner(const PlanBuilder &pb,
   return runner ? runner.take() : nullptr;
 }
 
-// Megatron MLP on `tp` ranks: y = all_reduce(gelu(rms_norm(x) W1^T) W2^T),
-// W1 column-parallel (dim 0), W2 row-parallel (dim 1).
 PlanBuilder mlpPlan(int tp) {
-  PlanBuilder pb(tp);
-  pb.group("tp", tp);
-  int norm = pb.param("model.norm.weight", {8}, {8});
-  int up =
-      pb.param("mlp.up_proj.weight", {16, 8}, {16 / tp, 8}, DType::F32, 0, 0);
-  int down =
-      pb.param("mlp.down_proj.weight", {8, 16}, {8, 16 / tp}, DType::F32, 1, 0);
-  FnBuilder f = pb.function("prefill");
-  int x = f.input("x", {1, 2, 8});
-  int n = f.tensor({1, 2, 8}), h = f.tensor({1, 2, 16 / tp});
-  int a = f.tensor({1, 2, 16 / tp}), p = f.tensor({1, 2, 8});
-  int y = f.tensor({1, 2, 8});
-  f.op(OpCode::RmsNorm, {x, f.param(norm, pb.plan())}, {n}).epsilon = 1e-6;
-  f.op(OpCode::Matmul, {n, f.param(up, pb.plan())}, {h}).transpose_b = true;
-  f.op(OpCode::Gelu, {h}, {a}).gelu_approximation =
-      plan::GeluApproximation::Tanh;
-  f.op(OpCode::Matmul, {a, f.param(down, pb.plan())}, {p}).transpose_b = true;
-  f.op(OpCode::AllReduce, {p}, {y}).group = 0;
-  f.output("y", y);
-  return pb;
+  return megatronMlpPlan(tp, /*hidden=*/8, /*inter=*/16, /*batch=*/1,
+                         /*tokens=*/2);
 }
 } // namespace
 

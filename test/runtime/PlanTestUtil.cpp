@@ -110,4 +110,29 @@ std::vector<uint8_t> PlanBuilder::finish() const {
                               fbb.GetBufferPointer() + fbb.GetSize());
 }
 
+PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
+                            int64_t batch, int64_t tokens, DType dtype) {
+  PlanBuilder pb(tp);
+  pb.group("tp", tp);
+  int norm = pb.param("model.norm.weight", {hidden}, {hidden}, dtype);
+  int up = pb.param("mlp.up_proj.weight", {inter, hidden},
+                    {inter / tp, hidden}, dtype, 0, 0);
+  int down = pb.param("mlp.down_proj.weight", {hidden, inter},
+                      {hidden, inter / tp}, dtype, 1, 0);
+  FnBuilder f = pb.function("prefill");
+  Shape act{batch, tokens, hidden}, mid{batch, tokens, inter / tp};
+  int x = f.input("x", act, dtype);
+  int n = f.tensor(act, dtype), h = f.tensor(mid, dtype);
+  int a = f.tensor(mid, dtype), p = f.tensor(act, dtype);
+  int y = f.tensor(act, dtype);
+  f.op(OpCode::RmsNorm, {x, f.param(norm, pb.plan())}, {n}).epsilon = 1e-6;
+  f.op(OpCode::Matmul, {n, f.param(up, pb.plan())}, {h}).transpose_b = true;
+  f.op(OpCode::Gelu, {h}, {a}).gelu_approximation =
+      plan::GeluApproximation::Tanh;
+  f.op(OpCode::Matmul, {a, f.param(down, pb.plan())}, {p}).transpose_b = true;
+  f.op(OpCode::AllReduce, {p}, {y}).group = 0;
+  f.output("y", y);
+  return pb;
+}
+
 } // namespace braid::rt::test

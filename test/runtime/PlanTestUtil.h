@@ -49,6 +49,14 @@ private:
   plan::PlanT plan_;
 };
 
+/// Megatron MLP on `tp` ranks, function "prefill", input "x" [batch,
+/// tokens, hidden], output "y": y = all_reduce(gelu_tanh(rms_norm(x) W1^T)
+/// W2^T), W1 ("mlp.up_proj.weight", [inter, hidden]) column-parallel and W2
+/// ("mlp.down_proj.weight", [hidden, inter]) row-parallel on group "tp".
+PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
+                            int64_t batch, int64_t tokens,
+                            DType dtype = DType::F32);
+
 } // namespace braid::rt::test
 
 #endif // BRAID_TEST_RUNTIME_PLANTESTUTIL_H
