@@ -4,24 +4,8 @@
 
 using namespace braid::rt;
 
-static uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : s) {
-    h ^= uint8_t(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // "model.norm.weight", "input_layernorm.weight", "h.0.ln_1.weight".
-static bool isNormWeight(std::string_view name) {
+bool braid::rt::isNormWeight(std::string_view name) {
   constexpr std::string_view kSuffix = ".weight";
   if (name.size() < kSuffix.size() ||
       name.substr(name.size() - kSuffix.size()) != kSuffix)
@@ -34,13 +18,14 @@ static bool isNormWeight(std::string_view name) {
          last.substr(0, 2) == "ln";
 }
 
+uint64_t braid::rt::weightNameHash(std::string_view name) {
+  return weights::fnv1a(name.data(), name.size());
+}
+
 float braid::rt::weightValue(uint64_t seed, std::string_view name,
                              int64_t fullIndex) {
-  uint64_t h = splitmix64(seed ^ splitmix64(fnv1a(name) + uint64_t(fullIndex)));
-  // 24 random bits -> uniform in [-1, 1).
-  float u = float(h >> 40) / float(1 << 23) - 1.0f;
-  float v = kWeightScale * u;
-  return isNormWeight(name) ? 1.0f + v : v;
+  return weights::weightFromHash(seed, weightNameHash(name), fullIndex,
+                                 isNormWeight(name));
 }
 
 std::vector<float> braid::rt::generateFullWeights(uint64_t seed,
@@ -85,15 +70,16 @@ Expected<Shape> braid::rt::localShape(const Shape &padded,
   return local;
 }
 
-// Calls fn(localLinear, fullLinear or -1 for padding) for every local
-// element; the mapping is the whole shard rule.
-template <typename Fn>
-static Status forEachLocal(const Shape &full, const Shape &paddedIn,
-                           const ShardSpec &spec, Fn fn) {
+Expected<weights::LocalIndexMap>
+braid::rt::localIndexMap(const Shape &full, const Shape &paddedIn,
+                         const ShardSpec &spec) {
   Shape padded = paddedIn.empty() ? full : paddedIn;
   if (padded.size() != full.size())
     return errorf("padded shape ", formatShape(padded), " and full shape ",
                   formatShape(full), " differ in rank");
+  if (full.size() > size_t(weights::kMaxRank))
+    return errorf("rank ", full.size(), " parameters are not supported (at "
+                  "most ", weights::kMaxRank, ")");
   for (size_t d = 0; d < full.size(); ++d)
     if (padded[d] < full[d])
       return errorf("padded shape ", formatShape(padded),
@@ -101,36 +87,32 @@ static Status forEachLocal(const Shape &full, const Shape &paddedIn,
   auto local = localShape(padded, spec);
   if (!local)
     return local.status();
-  int64_t piece = 0, pieceLen = 0, blockLen = 0;
+  weights::LocalIndexMap m;
+  m.rank = int(full.size());
+  m.dim = int(spec.dim);
+  for (size_t d = 0; d < full.size(); ++d) {
+    m.local[d] = (*local)[d];
+    m.full[d] = full[d];
+  }
+  m.localCount = numElements(*local);
   if (spec.dim >= 0) {
-    piece = spec.rank * spec.shards / spec.groupSize;
-    blockLen = padded[size_t(spec.dim)] / spec.blocks;
-    pieceLen = blockLen / spec.shards;
+    m.piece = spec.rank * spec.shards / spec.groupSize;
+    m.blockLen = padded[size_t(spec.dim)] / spec.blocks;
+    m.pieceLen = m.blockLen / spec.shards;
   }
-  size_t r = full.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t n = numElements(*local);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t lin = 0;
-    bool pad = false;
-    for (size_t d = 0; d < r; ++d) {
-      int64_t c = idx[d];
-      if (int64_t(d) == spec.dim) {
-        // Local coordinate c is in block c / pieceLen, our piece of it.
-        int64_t block = c / pieceLen, within = c % pieceLen;
-        c = block * blockLen + piece * pieceLen + within;
-      }
-      if (c >= full[d])
-        pad = true;
-      lin = lin * full[d] + c;
-    }
-    fn(e, pad ? -1 : lin);
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < (*local)[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  return m;
+}
+
+// Calls fn(localLinear, fullLinear or -1 for padding) for every local
+// element; the mapping is the whole shard rule.
+template <typename Fn>
+static Status forEachLocal(const Shape &full, const Shape &padded,
+                           const ShardSpec &spec, Fn fn) {
+  auto map = localIndexMap(full, padded, spec);
+  if (!map)
+    return map.status();
+  for (int64_t e = 0; e < map->localCount; ++e)
+    fn(e, weights::fullIndexOf(*map, e));
   return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
+#include "runtime/WeightFormula.h"
 
 #include <string_view>
 #include <vector>
@@ -51,7 +52,12 @@ Expected<unsigned> parameterSlotFor(const plan::Plan &plan,
                                     std::string_view name,
                                     const HostTensor &local);
 
-constexpr float kWeightScale = 0.02f;
+constexpr float kWeightScale = weights::kScale;
+
+/// Norm weights ("norm" in the module name, GPT-2's "ln_*") are 1 + noise.
+bool isNormWeight(std::string_view name);
+/// The name's part of the formula (runtime/WeightFormula.h).
+uint64_t weightNameHash(std::string_view name);
 
 /// Element `fullIndex` (row-major in the unpadded full tensor).
 float weightValue(uint64_t seed, std::string_view name, int64_t fullIndex);
@@ -62,6 +68,11 @@ std::vector<float> generateFullWeights(uint64_t seed, std::string_view name,
 
 /// The local shape for `spec` (padded shape cut along spec.dim).
 Expected<Shape> localShape(const Shape &paddedShape, const ShardSpec &spec);
+
+/// Local element -> full element for `spec` (checked: ranks, padding, cut).
+Expected<weights::LocalIndexMap> localIndexMap(const Shape &fullShape,
+                                               const Shape &paddedShape,
+                                               const ShardSpec &spec);
 
 /// This rank's slice of `full` (shape `fullShape`), after zero-padding it to
 /// `paddedShape` (empty: no padding).

@@ -14,6 +14,7 @@
 #ifndef BRAID_RUNTIME_CUDA_DEVICEKERNELS_H
 #define BRAID_RUNTIME_CUDA_DEVICEKERNELS_H
 
+#include "runtime/WeightFormula.h"
 #include "runtime/cuda/DeviceError.h"
 
 #include <cuda_runtime_api.h>
@@ -116,6 +117,12 @@ CopyPlan planStridedCopy(uintptr_t dst, uintptr_t src, const int64_t *sizes,
                          int rank, int64_t elemSize);
 cudaError_t launchStridedCopy(void *dst, const void *src, const CopyPlan &plan,
                               cudaStream_t stream);
+
+/// out[e] = the deterministic weight of local element e (WeightFormula.h),
+/// zero for padding, for e < map.localCount.
+cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
+                                  uint64_t seed, uint64_t nameHash, bool norm,
+                                  cudaStream_t stream);
 
 } // namespace braid::rt::cuda::detail
 

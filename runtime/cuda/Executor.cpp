@@ -165,20 +165,23 @@ Status CudaRank::init(const std::map<int64_t, ncclUniqueId> &ids) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   const plan::Plan &p = plan_.root();
 
-  // Parameters: this rank's slice of the deterministic weights, the same
-  // bytes the CPU interpreter holds.
+  // Parameters: this rank's slice of the deterministic weights, generated
+  // on the GPU with the CPU interpreter's formula (the same bits).
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
-      auto value = initialParameterValue(p, *param, rank_, options_.seed);
-      if (!value)
-        return value.status();
-      const HostTensor &h = *value;
+      auto [full, local, padded] = parameterShapes(*param);
+      TensorRef t;
+      t.dtype = param->dtype();
+      t.shape = local;
       DeviceMemory mem;
-      BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(h.bytes.size(), 1)));
-      BRAID_CUDA_CHECK(cudaMemcpy(mem.get(), h.bytes.data(), h.bytes.size(),
-                                  cudaMemcpyHostToDevice));
+      BRAID_CUDA_CHECK(
+          cudaMalloc(mem.out(), std::max<size_t>(bytesOf(t), 1)));
+      t.data = mem.get();
+      BRAID_RETURN_IF_ERROR(
+          generateParameter(p, *param, rank_, options_.seed, t, nullptr));
       params_.push_back(std::move(mem));
     }
+  BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   if (p.state())
     for (const plan::StateSlot *s : *p.state()) {
       size_t bytes = size_t(numElements(Shape(s->shape()->begin(),

@@ -2,8 +2,8 @@
 //
 // One CudaRank per GPU. At creation a rank allocates everything once: one
 // arena per function (the plan's arena_size), its parameter slices
-// (deterministic weights, the same values as the CPU interpreter: generated
-// on the host and uploaded) and zeroed state slots; the plan's streams and
+// (deterministic weights generated on the GPU, bit-identical to the CPU
+// interpreter's; or a checkpoint's, via setParameter) and zeroed state slots; the plan's streams and
 // events; a cuBLASLt handle with a fixed workspace and one GEMM plan per
 // matmul; staging buffers for collectives along a non-zero dim; and one NCCL
 // communicator per device group it belongs to.

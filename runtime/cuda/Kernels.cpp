@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Kernels.h"
+#include "runtime/Weights.h"
 #include "runtime/cpu/ShapeRules.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceKernels.h"
@@ -465,6 +466,25 @@ Status cuda::reshape(const TensorRef &x, const TensorRef &y,
     return Status::ok();
   BRAID_CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, bytes,
                                    cudaMemcpyDeviceToDevice, stream));
+  return Status::ok();
+}
+
+Status cuda::generateParameter(const plan::Plan &plan,
+                               const plan::Parameter &param, int worldRank,
+                               uint64_t seed, const TensorRef &y,
+                               cudaStream_t stream) {
+  std::string name = param.name()->str();
+  auto [full, local, padded] = parameterShapes(param);
+  auto map = localIndexMap(full, padded, shardSpecFor(plan, param, worldRank));
+  if (!map)
+    return errorf("parameter '", name, "': ", map.status().message());
+  if (y.shape != local || y.dtype != param.dtype())
+    return errorf("parameter '", name, "' is ", formatShape(local), " x ",
+                  dtypeName(param.dtype()), ", the buffer is ",
+                  formatShape(y.shape), " x ", dtypeName(y.dtype));
+  BRAID_RETURN_IF_ERROR(checkData("parameter", name.c_str(), y));
+  BRAID_CUDA_CHECK(detail::launchGenerateWeights(
+      out(y), *map, seed, weightNameHash(name), isNormWeight(name), stream));
   return Status::ok();
 }
 

@@ -448,6 +448,20 @@ __global__ void stridedCopyKernel(U *dst, const U *src, int rank, Dims sizes,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Deterministic weights (runtime/WeightFormula.h, bit-identical to the host)
+//===----------------------------------------------------------------------===//
+
+__global__ void generateWeightsKernel(Out out, weights::LocalIndexMap map,
+                                      uint64_t seed, uint64_t nameHash,
+                                      bool norm) {
+  for (int64_t e = globalThread(); e < map.localCount; e += gridThreads()) {
+    const int64_t full = weights::fullIndexOf(map, e);
+    store(out, e,
+          full < 0 ? 0.0f : weights::weightFromHash(seed, nameHash, full, norm));
+  }
+}
+
 template <typename U>
 cudaError_t copyAs(void *dst, const void *src, const CopyPlan &c,
                    cudaStream_t stream) {
@@ -597,6 +611,16 @@ cudaError_t launchStridedCopy(void *dst, const void *src, const CopyPlan &plan,
   default:
     return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
+                                  uint64_t seed, uint64_t nameHash, bool norm,
+                                  cudaStream_t stream) {
+  if (map.localCount == 0)
+    return cudaSuccess;
+  generateWeightsKernel<<<gridFor(map.localCount, kThreads), kThreads, 0,
+                          stream>>>(out, map, seed, nameHash, norm);
+  return cudaGetLastError();
 }
 
 } // namespace braid::rt::cuda::detail

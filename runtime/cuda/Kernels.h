@@ -122,6 +122,13 @@ Status stridedCopy(void *dst, const Shape &dstStrides, const void *src,
 /// share storage.
 Status reshape(const TensorRef &x, const TensorRef &y, cudaStream_t stream);
 
+/// `param`'s initial value on world rank `worldRank`, generated on the
+/// device into `out` (its local shape and dtype): bit-identical to
+/// initialParameterValue (runtime/Weights.h) without a host copy.
+Status generateParameter(const plan::Plan &plan, const plan::Parameter &param,
+                         int worldRank, uint64_t seed, const TensorRef &out,
+                         cudaStream_t stream);
+
 /// Owns the device-side DeviceErrorRecord that attentionWithCache reports
 /// through. Create once per executor (outside graph capture).
 class DeviceErrorFlag {

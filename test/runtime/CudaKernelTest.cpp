@@ -24,11 +24,13 @@
 // CPU kernel's messages.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceKernels.h" // the copy plan, tested without a GPU
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/Resources.h"
+#include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -740,6 +742,47 @@ TEST_P(CudaKernels, Reshape) {
   expectSameBytes(download(y).bytes, x.bytes, "reshape");
 }
 
+//===----------------------------------------------------------------------===//
+// Deterministic weights generated on the device
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Parameters covering every shard rule: replicated, column- and
+/// row-parallel, fused blocks (q|k|v), fewer shards than ranks, a padded
+/// vocabulary, norm weights (1 + noise), and a 3-d tensor.
+test::PlanBuilder weightsPlan(DType dt) {
+  test::PlanBuilder b(4);
+  int tp = b.group("tp", 4);
+  b.param("model.norm.weight", {40}, {40}, dt);
+  b.param("mlp.up_proj.weight", {64, 40}, {16, 40}, dt, 0, tp);
+  b.param("mlp.down_proj.weight", {40, 64}, {40, 16}, dt, 1, tp);
+  b.param("attn.qkv.weight", {96, 40}, {24, 40}, dt, 0, tp, 0, 3);
+  b.param("attn.k_proj.weight", {16, 40}, {8, 40}, dt, 0, tp, 2);
+  b.param("lm_head.weight", {1001, 40}, {251, 40}, dt, 0, tp);
+  b.plan().parameters.back()->padded_shape = {1004, 40};
+  b.param("experts.w", {3, 8, 40}, {3, 2, 40}, dt, 1, tp);
+  return b;
+}
+} // namespace
+
+TEST_P(CudaKernels, GeneratedWeightsMatchHostBitForBit) {
+  DType dt = GetParam();
+  std::vector<uint8_t> bytes = weightsPlan(dt).finish();
+  const braid::plan::Plan &p = *braid::plan::GetPlan(bytes.data());
+  for (uint64_t seed : {0ull, 12345ull})
+    for (int rank = 0; rank < 4; ++rank)
+      for (const braid::plan::Parameter *param : *p.parameters()) {
+        auto want = initialParameterValue(p, *param, rank, seed);
+        ASSERT_TRUE(want) << want.status().message();
+        cu::TensorRef t = alloc(dt, want->shape);
+        ASSERT_OK(cu::generateParameter(p, *param, rank, seed, t, stream()));
+        expectSameBytes(download(t).bytes, want->bytes,
+                        param->name()->str() + " rank " +
+                            std::to_string(rank) + " seed " +
+                            std::to_string(seed));
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKernels,
                          testing::Values(DType::F32, DType::BF16, DType::F16),
                          paramName);
@@ -758,6 +801,28 @@ FTensor zeros(Shape shape) {
   return {shape, std::vector<float>(size_t(numElements(shape)))};
 }
 } // namespace
+
+TEST(CudaKernelChecks, GenerateParameterChecksItsBuffer) {
+  std::vector<uint8_t> bytes = weightsPlan(DType::BF16).finish();
+  const braid::plan::Plan &p = *braid::plan::GetPlan(bytes.data());
+  // The host half of GeneratedWeightsMatchHostBitForBit: every rule is
+  // valid for every rank.
+  for (int rank = 0; rank < 4; ++rank)
+    for (const braid::plan::Parameter *param : *p.parameters()) {
+      auto value = initialParameterValue(p, *param, rank, 0);
+      EXPECT_TRUE(value) << value.status().message();
+    }
+  const braid::plan::Parameter &up = *p.parameters()->Get(1);
+  Status st = cu::generateParameter(p, up, 0, 0, fake({16, 40}), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "parameter 'mlp.up_proj.weight' is [16, 40] x bf16, "
+                          "the buffer is [16, 40] x f32");
+  st = cu::generateParameter(p, up, 0, 0, fake({64, 40}, DType::BF16), nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("the buffer is [64, 40] x bf16"),
+            std::string::npos)
+      << st.message();
+}
 
 TEST(CudaKernelChecks, BinaryBroadcastMatchesCpuMessage) {
   Status st = cu::binary(BinaryKind::Add, fake({2, 3}), fake({2}),

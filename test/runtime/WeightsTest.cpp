@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace braid::rt;
 
@@ -33,6 +34,29 @@ TEST(Weights, DeterministicSeededAndSmall) {
     mean += v;
   }
   EXPECT_LT(std::fabs(mean / double(full.size())), 0.002);
+}
+
+// The formula is a contract: checkpoints of synthetic models, the CPU
+// interpreter and the GPU generator (runtime/WeightFormula.h) must agree to
+// the bit. Values computed independently (Python, IEEE fp32 rounding).
+TEST(Weights, PinnedValues) {
+  auto bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  EXPECT_EQ(bits(weightValue(0, "w", 0)), 0xbc806ea4u);
+  EXPECT_EQ(bits(weightValue(7, "model.layers.0.mlp.up_proj.weight", 12345)),
+            0x3c7a73a6u);
+  EXPECT_EQ(bits(weightValue(3, "model.norm.weight", 5)), 0x3f826f3bu);
+}
+
+TEST(Weights, RejectsRankAboveEight) {
+  Shape full(9, 1);
+  auto local = generateLocalWeights(0, "w", full, {}, spec(-1, 0, 1));
+  ASSERT_FALSE(local);
+  EXPECT_NE(local.status().message().find("at most 8"), std::string::npos)
+      << local.status().message();
 }
 
 TEST(Weights, NormWeightsAreNearOne) {

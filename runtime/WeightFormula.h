@@ -1,0 +1,106 @@
+//===- WeightFormula.h - The deterministic weights, host and device -*- C++ -*-===//
+//
+// The one definition of the synthetic weights, compiled by the host compiler
+// (runtime/Weights.cpp) and by nvcc (the CUDA executor generates parameters
+// on the GPU with it), so both give bit-identical values:
+//
+//   value(seed, name, i) = scale * u          (1 + scale * u for norm weights)
+//   u = 24 random bits of splitmix64(seed ^ splitmix64(fnv1a(name) + i))
+//       mapped exactly onto [-1, 1)
+//
+// where i is the element's row-major index in the FULL (unpadded) tensor, and
+// LocalIndexMap turns a rank's local element index into that i (or -1 for
+// padding) under a braid.parameter shard rule. Plain C++ only: no Status, no
+// std:: containers, nothing a device function cannot call.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_WEIGHTFORMULA_H
+#define BRAID_RUNTIME_WEIGHTFORMULA_H
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define BRAID_HOST_DEVICE __host__ __device__
+#else
+#define BRAID_HOST_DEVICE
+#endif
+
+namespace braid::rt::weights {
+
+constexpr float kScale = 0.02f;
+constexpr int kMaxRank = 8;
+
+BRAID_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// FNV-1a over `n` bytes (parameter names; plan fingerprints).
+BRAID_HOST_DEVICE inline uint64_t fnv1a(const void *data, uint64_t n,
+                                        uint64_t h = 1469598103934665603ull) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (uint64_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// Element `fullIndex` of the parameter whose name hashes to `nameHash`.
+BRAID_HOST_DEVICE inline float weightFromHash(uint64_t seed, uint64_t nameHash,
+                                              int64_t fullIndex, bool norm) {
+  uint64_t h = splitmix64(seed ^ splitmix64(nameHash + uint64_t(fullIndex)));
+  // 24 bits * 2^-23 - 1 is exact in fp32; only the scale and the norm
+  // offset round. nvcc would fuse them into one FMA (one rounding, a
+  // different value): the _rn intrinsics keep them two IEEE operations.
+  float u = float(h >> 40) * (1.0f / float(1 << 23)) - 1.0f;
+#if defined(__CUDA_ARCH__)
+  float v = __fmul_rn(kScale, u);
+  return norm ? __fadd_rn(1.0f, v) : v;
+#else
+  float v = kScale * u;
+  return norm ? 1.0f + v : v;
+#endif
+}
+
+/// A rank's local element -> the full tensor's element, for one shard rule:
+/// dim `dim` of the padded tensor is `blocks` blocks, each cut into
+/// `shards` pieces; this rank holds piece `piece` of every block.
+struct LocalIndexMap {
+  int rank = 0;
+  int dim = -1; // -1: replicated
+  int64_t local[kMaxRank] = {};
+  int64_t full[kMaxRank] = {};
+  int64_t piece = 0, pieceLen = 1, blockLen = 1;
+  int64_t localCount = 1;
+};
+
+/// Row-major index in the full tensor of local element `e`, or -1 when the
+/// element is padding (zero).
+BRAID_HOST_DEVICE inline int64_t fullIndexOf(const LocalIndexMap &m,
+                                             int64_t e) {
+  int64_t coord[kMaxRank];
+  for (int d = m.rank - 1; d >= 0; --d) {
+    coord[d] = e % m.local[d];
+    e /= m.local[d];
+  }
+  int64_t lin = 0;
+  for (int d = 0; d < m.rank; ++d) {
+    int64_t c = coord[d];
+    if (d == m.dim) {
+      // Local coordinate c is in block c / pieceLen, our piece of it.
+      c = (c / m.pieceLen) * m.blockLen + m.piece * m.pieceLen +
+          c % m.pieceLen;
+    }
+    if (c >= m.full[d])
+      return -1;
+    lin = lin * m.full[d] + c;
+  }
+  return lin;
+}
+
+} // namespace braid::rt::weights
+
+#endif // BRAID_RUNTIME_WEIGHTFORMULA_H
