@@ -37,9 +37,9 @@ BRAID_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// FNV-1a over `n` bytes (parameter names; plan fingerprints).
+/// 64-bit FNV-1a over `n` bytes (parameter names; plan fingerprints).
 BRAID_HOST_DEVICE inline uint64_t fnv1a(const void *data, uint64_t n,
-                                        uint64_t h = 1469598103934665603ull) {
+                                        uint64_t h = 14695981039346656037ull) {
   const unsigned char *p = static_cast<const unsigned char *>(data);
   for (uint64_t i = 0; i < n; ++i) {
     h ^= p[i];

@@ -11,6 +11,7 @@ set(BRAID_RUNTIME_SOURCES
   Safetensors.cpp
   HostTensor.cpp
   Profile.cpp
+  Bootstrap.cpp
   cpu/Elementwise.cpp
   cpu/Matmul.cpp
   cpu/Norms.cpp

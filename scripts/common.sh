@@ -11,6 +11,8 @@ BRAID_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev
+  # runtime/mpi: bootstraps multi-process runs (mpirun/srun)
+  libopenmpi-dev openmpi-bin
   flatbuffers-compiler libflatbuffers-dev flatbuffers-compiler-dev
   # fuzz/: clang with libFuzzer + sanitizers; llvm-14 for llvm-symbolizer
   clang-14 libclang-rt-14-dev llvm-14

@@ -38,3 +38,15 @@ if getattr(config, "braid_enable_cuda", False):
                 config.available_features.add("gpu")
         except (OSError, subprocess.TimeoutExpired):
             pass
+
+# `mpi`: braid-run was built with the MPI bootstrap and mpirun exists.
+# %mpirun starts local processes, as root too (CI runs as root), with more
+# ranks than cores allowed.
+mpirun = shutil.which("mpirun")
+if getattr(config, "braid_enable_mpi", False) and mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(("%mpirun", mpirun + " --oversubscribe"))
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    # No help-message aggregation daemon chatter in test output.
+    config.environment["OMPI_MCA_orte_base_help_aggregate"] = "0"

@@ -8,8 +8,10 @@
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -680,7 +682,8 @@ Expected<int> cuda::usableDeviceCount() {
 CudaRunner::~CudaRunner() = default;
 
 Expected<std::unique_ptr<CudaRunner>>
-CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options) {
+CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
+                   Bootstrap *processes) {
   if (options.profile && options.graph)
     return errorf("per-op profiling needs eager launch: a CUDA Graph "
                   "replays as one launch");
@@ -689,28 +692,68 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options) {
     return devices.status();
   const plan::Plan &p = plan.root();
   int world = p.world_size();
-  if (options.deviceOffset < 0 || options.deviceOffset + world > *devices)
-    return errorf("the plan needs ", world, " GPUs (one per rank) from GPU ",
-                  options.deviceOffset, "; this machine has ", *devices);
+  if (processes && processes->size() != world)
+    return errorf("the plan was compiled for ", world, " ranks; the run has ",
+                  processes->size(), " processes");
 
-  // One NCCL id per group instance, shared by its member threads.
+  // This process's ranks and their GPUs.
+  std::vector<int> held, gpus;
+  for (int r = 0; r < world; ++r)
+    if (!processes || r == processes->rank())
+      held.push_back(r);
+  for (int r : held) {
+    int slot = processes ? processes->localRank() : r;
+    if (!options.devices.empty() && slot >= int(options.devices.size()))
+      return errorf("rank ", r, " needs the device list to name GPU ", slot,
+                    (processes ? " (its local rank)" : ""), "; it names ",
+                    options.devices.size());
+    int gpu = options.devices.empty() ? slot : options.devices[size_t(slot)];
+    if (gpu < 0 || gpu >= *devices)
+      return errorf("rank ", r, " would run on GPU ", gpu,
+                    "; this machine has ", *devices, " (GPUs 0..",
+                    *devices - 1, ")");
+    if (std::count(gpus.begin(), gpus.end(), gpu))
+      return errorf("GPU ", gpu, " is named for two ranks; NCCL needs one "
+                    "GPU per rank");
+    gpus.push_back(gpu);
+  }
+
+  // One NCCL id per group instance: made here for a single process, by
+  // rank 0 and broadcast (in key order) for several.
   std::map<int64_t, ncclUniqueId> ids;
   if (p.groups())
     for (unsigned g = 0; g < p.groups()->size(); ++g)
       for (int r = 0; r < world; ++r) {
         int64_t key = groupPosition(p, int(g), r).instanceKey;
-        if (!ids.count(key))
+        if (!ids.count(key) && (!processes || processes->rank() == 0))
           BRAID_NCCL_CHECK(ncclGetUniqueId(&ids[key]));
+        else if (!ids.count(key))
+          ids[key] = ncclUniqueId{};
       }
+  if (processes) {
+    std::string blob;
+    for (const auto &[key, id] : ids)
+      blob.append(id.internal, sizeof id.internal);
+    BRAID_RETURN_IF_ERROR(processes->broadcast(blob, 0));
+    if (blob.size() != ids.size() * sizeof(ncclUniqueId::internal))
+      return errorf("rank 0 sent ", blob.size(), " bytes of NCCL ids, ",
+                    ids.size(), " ids need ",
+                    ids.size() * sizeof(ncclUniqueId::internal));
+    size_t at = 0;
+    for (auto &[key, id] : ids) {
+      std::memcpy(id.internal, blob.data() + at, sizeof id.internal);
+      at += sizeof id.internal;
+    }
+  }
 
   std::unique_ptr<CudaRunner> runner(new CudaRunner());
+  runner->held_ = held;
   std::vector<std::optional<Expected<std::unique_ptr<CudaRank>>>> made(
-      static_cast<size_t>(world));
+      held.size());
   std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      made[size_t(r)] =
-          CudaRank::create(plan, r, options.deviceOffset + r, ids, options);
+  for (size_t i = 0; i < held.size(); ++i)
+    threads.emplace_back([&, i] {
+      made[i] = CudaRank::create(plan, held[i], gpus[i], ids, options);
     });
   for (std::thread &t : threads)
     t.join();
@@ -727,7 +770,7 @@ CudaRunner::run(const std::string &function,
                 const std::vector<TensorMap> &inputs) {
   size_t world = ranks_.size();
   if (inputs.size() != 1 && inputs.size() != world)
-    return errorf("got inputs for ", inputs.size(), " ranks, world is ",
+    return errorf("got inputs for ", inputs.size(), " ranks; this process runs ",
                   world);
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
@@ -749,10 +792,10 @@ CudaRunner::run(const std::string &function,
     if (!results[r]->hasValue() &&
         results[r]->status().message().find("aborted: another rank") ==
             std::string::npos)
-      return errorf("rank ", r, ": ", results[r]->status().message());
+      return errorf("rank ", held_[r], ": ", results[r]->status().message());
   for (size_t r = 0; r < world; ++r) {
     if (!results[r]->hasValue())
-      return errorf("rank ", r, ": ", results[r]->status().message());
+      return errorf("rank ", held_[r], ": ", results[r]->status().message());
     out.push_back(results[r]->take());
   }
   timing_ = timings[0];
@@ -762,7 +805,8 @@ CudaRunner::run(const std::string &function,
 
 Status CudaRunner::setParameter(int rank, const std::string &name,
                                 const HostTensor &local) {
-  if (rank < 0 || rank >= int(ranks_.size()))
-    return errorf("rank ", rank, " is outside the world of ", ranks_.size());
-  return ranks_[size_t(rank)]->setParameter(name, local);
+  auto it = std::find(held_.begin(), held_.end(), rank);
+  if (it == held_.end())
+    return errorf("rank ", rank, " is not run by this process");
+  return ranks_[size_t(it - held_.begin())]->setParameter(name, local);
 }

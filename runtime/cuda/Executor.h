@@ -24,6 +24,7 @@
 #ifndef BRAID_RUNTIME_CUDA_EXECUTOR_H
 #define BRAID_RUNTIME_CUDA_EXECUTOR_H
 
+#include "runtime/Bootstrap.h"
 #include "runtime/HostTensor.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
@@ -43,8 +44,10 @@ struct ExecutorOptions {
   uint64_t seed = 0;   // deterministic weights
   size_t gemmWorkspaceBytes = size_t(32) << 20;
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
-  /// GPU of world rank r: deviceOffset + r (one thread per GPU).
-  int deviceOffset = 0;
+  /// GPUs to use. One process for all ranks: devices[r] runs world rank r
+  /// (empty: GPU r). One process per rank: devices[local rank] (empty: the
+  /// local rank).
+  std::vector<int> devices;
   /// Time every op with CUDA events (eager only: a graph replays as one
   /// launch and has no per-op boundaries to record).
   bool profile = false;
@@ -59,28 +62,38 @@ struct StepTiming {
 
 class CudaRank;
 
-/// Every rank of a plan as one thread per GPU in this process.
+/// The ranks of a plan this process runs: every rank, one thread per GPU;
+/// or, with a multi-process Bootstrap, the process's own rank.
 class CudaRunner {
 public:
+  /// `processes` (kept, not owned) null: every rank in this process. Else
+  /// this process runs rank processes->rank() of processes->size() (which
+  /// must be the plan's world size); every process must call create, and
+  /// then run, collectively.
   static Expected<std::unique_ptr<CudaRunner>>
-  create(LoadedPlan plan, const ExecutorOptions &options);
+  create(LoadedPlan plan, const ExecutorOptions &options,
+         Bootstrap *processes = nullptr);
   ~CudaRunner();
 
-  /// One step on every rank; `inputs` has one map per rank or one for all.
+  /// One step on every rank held; `inputs` has one map per held rank or one
+  /// for all; the result has one map per held rank.
   Expected<std::vector<TensorMap>> run(const std::string &function,
                                        const std::vector<TensorMap> &inputs);
-  /// Rank 0's timing of the last step.
+  /// The first held rank's timing of the last step.
   const StepTiming &lastTiming() const { return timing_; }
-  /// Rank 0's per-op times of the last step (with options.profile).
+  /// The first held rank's per-op times of the last step (options.profile).
   const std::vector<OpTime> &lastProfile() const { return profile_; }
-  int worldSize() const { return int(ranks_.size()); }
-  /// Replaces parameter `name` on rank `rank` (e.g. from a checkpoint).
+  /// World ranks run by this process, ascending.
+  const std::vector<int> &heldRanks() const { return held_; }
+  /// Replaces parameter `name` on world rank `rank`, one this process holds
+  /// (e.g. from a checkpoint).
   Status setParameter(int rank, const std::string &name,
                       const HostTensor &local);
 
 private:
   CudaRunner() = default;
-  std::vector<std::unique_ptr<CudaRank>> ranks_;
+  std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
+  std::vector<int> held_;
   StepTiming timing_;
   std::vector<OpTime> profile_;
 };

@@ -12,12 +12,16 @@
 #ifdef BRAID_HAVE_CUDA
 #include "runtime/cuda/Executor.h"
 #endif
+#ifdef BRAID_HAVE_MPI
+#include "runtime/mpi/MpiBootstrap.h"
+#endif
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -34,7 +38,12 @@ Runs the plan's prefill on a prompt, then greedy decode steps, and prints
 the tokens and a latency summary.
 
   --backend cpu            reference interpreter, ranks as threads (default)
-  --backend cuda           CUDA executor, one thread per GPU (cuBLASLt, NCCL)
+  --backend cuda           CUDA executor (cuBLASLt, NCCL): one thread per
+                           GPU, or under mpirun/srun one process per GPU
+                           (MPI bootstraps rank, size and the NCCL ids;
+                           every rank must load the same plan)
+  --devices a,b,...        cuda: GPU of each rank (under mpirun: of each
+                           local rank); default 0, 1, ...
   --eager | --graph        cuda: launch op by op, or replay CUDA Graphs
                            (default --graph)
   --iters N, --warmup W    cuda: after generation, time N decode steps after
@@ -84,6 +93,7 @@ struct Options {
   bool check = false;
   double timeout = 120;
   std::string profile, trace;
+  std::vector<int> devices;
 };
 
 template <typename T> bool parseNumber(std::string_view s, T &out) {
@@ -171,6 +181,18 @@ Expected<Options> parseArgs(int argc, char **argv) {
       st = text(o.profile);
     } else if (flag == "--trace") {
       st = text(o.trace);
+    } else if (flag == "--devices") {
+      std::string list;
+      st = text(list);
+      std::istringstream is(list);
+      for (std::string item; st && std::getline(is, item, ',');) {
+        int d = -1;
+        if (!parseNumber(std::string_view(item), d) || d < 0)
+          st = errorf("--devices: '", item, "' is not a GPU index");
+        o.devices.push_back(d);
+      }
+      if (st && o.devices.empty())
+        st = errorf("--devices needs at least one GPU index");
     } else if (flag == "--tokens") {
       std::string list;
       st = text(list);
@@ -200,8 +222,10 @@ Expected<Options> parseArgs(int argc, char **argv) {
 #endif
   if (o.backend != "cpu" && o.backend != "cuda")
     return errorf("--backend '", o.backend, "' is unknown; use cpu or cuda");
-  if (o.backend != "cuda" && (o.check || o.iters || !o.graph))
-    return errorf("--check, --iters and --eager need --backend cuda");
+  if (o.backend != "cuda" && (o.check || o.iters || !o.graph ||
+                              !o.devices.empty()))
+    return errorf("--check, --iters, --eager and --devices need --backend "
+                  "cuda");
   if (o.backend == "cuda" && o.graph && (!o.profile.empty() || !o.trace.empty()))
     return errorf("--profile and --trace time each op: add --eager (a CUDA "
                   "Graph replays as one launch)");
@@ -225,11 +249,13 @@ struct PlanRun {
 #ifdef BRAID_HAVE_CUDA
   std::unique_ptr<cuda::CudaRunner> gpu;
   std::vector<cuda::StepTiming> timings; // one per step run
+  std::vector<cuda::StepTiming> timedDecode; // --iters
 #endif
 
+  /// `processes`: this process runs one rank of a multi-process run.
   static Expected<std::unique_ptr<PlanRun>>
   create(const std::string &path, const Options &o,
-         const std::string &backend) {
+         const std::string &backend, Bootstrap *processes = nullptr) {
     auto plan = loadPlanFile(path);
     if (!plan)
       return plan.status();
@@ -255,7 +281,8 @@ struct PlanRun {
       eo.seed = o.seed;
       eo.stepTimeoutSeconds = o.timeout;
       eo.profile = run->profiling;
-      auto runner = cuda::CudaRunner::create(*plan, eo);
+      eo.devices = o.devices;
+      auto runner = cuda::CudaRunner::create(*plan, eo, processes);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
       run->gpu = runner.take();
@@ -265,7 +292,15 @@ struct PlanRun {
       auto file = SafetensorsFile::open(o.weights);
       if (!file)
         return file.status();
-      for (int r = 0; r < plan->root().world_size(); ++r)
+      std::vector<int> held;
+#ifdef BRAID_HAVE_CUDA
+      if (run->gpu)
+        held = run->gpu->heldRanks();
+#endif
+      if (held.empty()) // the CPU interpreter: every rank
+        for (int r = 0; r < plan->root().world_size(); ++r)
+          held.push_back(r);
+      for (int r : held)
         BRAID_RETURN_IF_ERROR(loadCheckpointParameters(
             [&](const std::string &name, HostTensor local) -> Status {
 #ifdef BRAID_HAVE_CUDA
@@ -461,20 +496,12 @@ Status checkAgainst(const std::string &path, const std::string &backend,
 }
 
 #ifdef BRAID_HAVE_CUDA
-/// trtexec-style GPU timing: the generation's own per-step device times,
-/// then (--iters) the last decode step replayed W untimed and N timed times.
+/// --iters: the last decode step replayed W untimed and N timed times
+/// (collective: every process of a run replays it).
 Status timeDecode(PlanRun &run, const Options &o,
                   const std::vector<StepRecord> &steps) {
-  std::cout << std::fixed << std::setprecision(3);
-  std::cout << "GPU (CUDA events, " << (o.graph ? "graph replay" : "eager")
-            << "): prefill " << run.timings.front().deviceMs << " ms"
-            << (run.timings.front().captured ? " (first launch after capture)"
-                                             : "")
-            << "\n";
-  if (o.iters == 0) {
-    std::cout.unsetf(std::ios::floatfield);
+  if (o.iters == 0)
     return Status::ok();
-  }
   if (steps.size() < 2)
     return errorf("--iters times the decode step: give --steps >= 1");
   const GenerationShape &shape = run.shape;
@@ -485,55 +512,129 @@ Status timeDecode(PlanRun &run, const Options &o,
                                              steps.back().inputIds);
   inputs["positions"] =
       HostTensor::fromInts(shape.positionsType, {shape.batch, 1}, pos);
-  std::vector<double> device, host;
+  run.timedDecode.clear();
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     auto out = run.runAll("decode", inputs);
     if (!out)
       return errorf("timed decode step ", i, ": ", out.status().message());
-    if (i >= o.warmup) {
-      device.push_back(run.timings.back().deviceMs);
-      host.push_back(run.timings.back().hostLaunchMs);
-    }
+    if (i >= o.warmup)
+      run.timedDecode.push_back(run.timings.back());
   }
-  double sum = 0;
-  for (double d : device)
-    sum += d;
-  double median = percentile(device, 50);
-  std::cout << "Decode step, " << o.iters << " iterations after " << o.warmup
-            << " warmup: latency min = "
-            << *std::min_element(device.begin(), device.end())
-            << " ms, median = " << median
-            << " ms, p99 = " << percentile(device, 99)
-            << " ms, mean = " << sum / double(device.size()) << " ms\n"
-            << "Host launch per step: median = " << percentile(host, 50)
-            << " ms\n"
-            << "Decode throughput: " << double(shape.batch) / (median / 1e3)
-            << " tokens/s (batch " << shape.batch << ")\n";
-  std::cout.unsetf(std::ios::floatfield);
   return Status::ok();
+}
+
+/// trtexec-style report: the generation's prefill device time, then the
+/// timed decode steps (--iters).
+void printGpuTiming(const PlanRun &run, const Options &o) {
+  std::cout << std::fixed << std::setprecision(3);
+  std::cout << "GPU (CUDA events, " << (o.graph ? "graph replay" : "eager")
+            << "): prefill " << run.timings.front().deviceMs << " ms"
+            << (run.timings.front().captured ? " (first launch after capture)"
+                                             : "")
+            << "\n";
+  if (!run.timedDecode.empty()) {
+    std::vector<double> device, host;
+    double sum = 0;
+    for (const cuda::StepTiming &t : run.timedDecode) {
+      device.push_back(t.deviceMs);
+      host.push_back(t.hostLaunchMs);
+      sum += t.deviceMs;
+    }
+    double median = percentile(device, 50);
+    std::cout << "Decode step, " << o.iters << " iterations after "
+              << o.warmup << " warmup: latency min = "
+              << *std::min_element(device.begin(), device.end())
+              << " ms, median = " << median
+              << " ms, p99 = " << percentile(device, 99)
+              << " ms, mean = " << sum / double(device.size()) << " ms\n"
+              << "Host launch per step: median = " << percentile(host, 50)
+              << " ms\n"
+              << "Decode throughput: "
+              << double(run.shape.batch) / (median / 1e3)
+              << " tokens/s (batch " << run.shape.batch << ")\n";
+  }
+  std::cout.unsetf(std::ios::floatfield);
 }
 #endif
 
-Status runMain(int argc, char **argv) {
-  auto opts = parseArgs(argc, argv);
+/// How a failed run ends. Before the run starts, every process reaches the
+/// same verdict (checkSameRun) and exits normally; once ranks meet in
+/// collectives, a failing process must take the others down with it
+/// (Bootstrap::abortAll) or they wait for it until the step timeout.
+enum class Phase { Agreement, Collective, Reporting };
+
+struct Failure {
+  Status status;
+  Phase phase = Phase::Agreement;
+};
+
+/// Multi-process runs: the checks every process must pass alike, as one
+/// exchange so none is left waiting. `loaded` is this process's plan.
+Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
+                  const Expected<LoadedPlan> &loaded) {
+  RunIdentity id;
   if (!opts)
-    return opts.status();
+    id.loadError = opts.status().message();
+  else if (opts->backend != "cuda")
+    id.loadError = "--backend " + opts->backend +
+                   " runs every rank in one process: start it without "
+                   "mpirun/srun (or use --backend cuda)";
+  else if (!opts->checkAgainst.empty())
+    id.loadError = "--check-against runs in one process only; use --check";
+  else if (!loaded)
+    id.loadError = loaded.status().message();
+  if (opts) {
+    id.planPath = opts->plan;
+    id.weights = opts->weights.empty()
+                     ? "generated weights, --seed " + std::to_string(opts->seed)
+                     : "checkpoint '" + opts->weights + "'";
+  }
+  if (loaded)
+    id.planFingerprint = planFingerprint(loaded->bytes());
+  BRAID_RETURN_IF_ERROR(checkSameRun(processes, id));
+  int world = loaded->root().world_size();
+  if (world != processes.size())
+    return errorf("the plan was compiled for ", world, " ranks; mpirun/srun "
+                  "started ", processes.size(), " processes");
+  return Status::ok();
+}
+
+std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
+  auto fail = [](Status st, Phase phase) {
+    return std::optional<Failure>(Failure{std::move(st), phase});
+  };
+  auto opts = parseArgs(argc, argv);
+  if (processes) {
+    std::optional<Expected<LoadedPlan>> loaded;
+    if (opts)
+      loaded = loadPlanFile(opts->plan);
+    else
+      loaded = Expected<LoadedPlan>(errorf("no plan loaded"));
+    Status agreed = agreeOnRun(*processes, opts, *loaded);
+    if (!agreed)
+      return fail(agreed, Phase::Agreement);
+  }
+  if (!opts)
+    return fail(opts.status(), Phase::Agreement);
   const Options &o = *opts;
   if (o.printPlan) {
     auto plan = loadPlanFile(o.plan);
     if (!plan)
-      return plan.status();
+      return fail(plan.status(), Phase::Agreement);
     printPlan(std::cout, plan->root());
-    return Status::ok();
+    return std::nullopt;
   }
-  auto created = PlanRun::create(o.plan, o, o.backend);
+
+  // From here on ranks of a multi-process run meet in NCCL collectives.
+  auto created = PlanRun::create(o.plan, o, o.backend, processes);
   if (!created)
-    return created.status();
+    return fail(created.status(), Phase::Collective);
   PlanRun *run = created->get();
   int world = run->plan.root().world_size();
   if (o.ranks >= 0 && o.ranks != world)
-    return errorf("--ranks ", o.ranks, ": the plan was compiled for ", world,
-                  " ranks");
+    return fail(errorf("--ranks ", o.ranks, ": the plan was compiled for ",
+                       world, " ranks"),
+                Phase::Collective);
 
   GenerationOptions g;
   g.prompt = o.tokens.empty() ? syntheticPrompt(run->shape, o.promptSeed)
@@ -541,39 +642,104 @@ Status runMain(int argc, char **argv) {
   g.decodeSteps = o.steps;
   auto steps = generate(run->shape, g, run->stepFn());
   if (!steps)
-    return steps.status();
-  printSummary(std::cout, o.plan, *run, *steps);
-  if (!o.dumpOutputs.empty())
-    BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
-  if (!o.profile.empty()) {
-    std::vector<OpTime> all;
-    for (const auto &p : run->profiles)
-      all.insert(all.end(), p.begin(), p.end());
-    BRAID_RETURN_IF_ERROR(writeProfileCsv(o.profile, all));
-  }
-  if (!o.trace.empty())
-    BRAID_RETURN_IF_ERROR(
-        writeChromeTrace(o.trace, run->profiles, run->plan.root().world_size()));
+    return fail(steps.status(), Phase::Collective);
 #ifdef BRAID_HAVE_CUDA
-  if (run->gpu)
-    BRAID_RETURN_IF_ERROR(timeDecode(*run, o, *steps));
+  if (run->gpu) {
+    Status timed = timeDecode(*run, o, *steps);
+    if (!timed)
+      return fail(timed, Phase::Collective);
+  }
 #endif
-  if (o.check)
-    BRAID_RETURN_IF_ERROR(checkAgainst(o.plan, "cpu", o, *run, *steps));
-  if (!o.checkAgainst.empty())
-    BRAID_RETURN_IF_ERROR(
-        checkAgainst(o.checkAgainst, o.backend, o, *run, *steps));
-  return Status::ok();
+
+  // Reports and checks: rank 0 alone (others have nothing left to wait for).
+  if (processes && processes->rank() != 0)
+    return std::nullopt;
+  Status st = [&]() -> Status {
+    printSummary(std::cout, o.plan, *run, *steps);
+    if (!o.dumpOutputs.empty())
+      BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
+    if (!o.profile.empty()) {
+      std::vector<OpTime> all;
+      for (const auto &p : run->profiles)
+        all.insert(all.end(), p.begin(), p.end());
+      BRAID_RETURN_IF_ERROR(writeProfileCsv(o.profile, all));
+    }
+    if (!o.trace.empty())
+      BRAID_RETURN_IF_ERROR(writeChromeTrace(o.trace, run->profiles,
+                                             run->plan.root().world_size()));
+#ifdef BRAID_HAVE_CUDA
+    if (run->gpu)
+      printGpuTiming(*run, o);
+#endif
+    if (o.check)
+      BRAID_RETURN_IF_ERROR(checkAgainst(o.plan, "cpu", o, *run, *steps));
+    if (!o.checkAgainst.empty())
+      BRAID_RETURN_IF_ERROR(
+          checkAgainst(o.checkAgainst, o.backend, o, *run, *steps));
+    return Status::ok();
+  }();
+  if (!st)
+    return fail(st, Phase::Reporting);
+  return std::nullopt;
+}
+
+/// The MPI bootstrap when a launcher started this process as one of
+/// several; null for a single process.
+Expected<std::unique_ptr<Bootstrap>> bootstrapProcesses(int *argc,
+                                                        char ***argv) {
+#ifdef BRAID_HAVE_MPI
+  if (!mpi::launchedByMpiLauncher())
+    return std::unique_ptr<Bootstrap>();
+  auto b = mpi::initialize(argc, argv);
+  if (!b)
+    return errorf("MPI bootstrap: ", b.status().message());
+  if ((*b)->size() == 1) // one process: the same as no launcher
+    return std::unique_ptr<Bootstrap>();
+  return b;
+#else
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char *n = std::getenv(var); n && std::atoi(n) > 1)
+      return errorf("started as one of ", n, " processes (", var,
+                    "), but this braid-run was built without MPI: run one "
+                    "process (one thread per GPU) instead");
+  return std::unique_ptr<Bootstrap>();
+#endif
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  Status st = runMain(argc, argv);
-  std::cout.flush();
-  if (!st) {
-    std::cerr << "braid-run: error: " << st.message() << "\n";
+  auto processes = bootstrapProcesses(&argc, &argv);
+  if (!processes) {
+    std::cerr << "braid-run: error: " + processes.status().message() + "\n";
     return 1;
   }
-  return 0;
+  Bootstrap *p = processes->get();
+  // Rank 0 speaks for a multi-process run; the others print only errors.
+  std::ofstream quiet;
+  std::streambuf *saved = std::cout.rdbuf();
+  if (p && p->rank() != 0)
+    std::cout.rdbuf(quiet.rdbuf());
+  std::optional<Failure> failure = runMain(argc, argv, p);
+  std::cout.flush();
+  std::cout.rdbuf(saved);
+  if (!failure)
+    return 0;
+  // Every process reaches the same agreement verdict: rank 0 reports it.
+  bool report = !p || failure->phase != Phase::Agreement || p->rank() == 0;
+  if (report) {
+    // One write: lines of processes sharing the terminal do not interleave.
+    std::string line =
+        "braid-run: error: " +
+        (p && failure->phase != Phase::Agreement
+             ? "rank " + std::to_string(p->rank()) + ": "
+             : std::string()) +
+        failure->status.message() + "\n";
+    std::cerr.write(line.data(), std::streamsize(line.size()));
+  }
+  if (p && failure->phase == Phase::Collective) {
+    std::cerr.flush();
+    p->abortAll(1);
+  }
+  return 1;
 }
