@@ -20,7 +20,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.braid_tools_dir, append_path=True)
 
-tools = ["braid-opt", "braid-import", "braid-translate", "braid-compile", "braid-run", "FileCheck", "not", "count"]
+tools = ["braid-opt", "braid-import", "braid-translate", "braid-compile", "braid-run", "braid-cuda-bench", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.braid_tools_dir, config.llvm_tools_dir])
 
 # `cuda`: braid-run was built with the CUDA executor. `gpu`: a usable NVIDIA

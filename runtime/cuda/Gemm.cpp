@@ -39,7 +39,6 @@ struct GemmPlan::Descriptors {
   cublasLtMatrixLayout_t ltA = nullptr; // our B
   cublasLtMatrixLayout_t ltB = nullptr; // our A
   cublasLtMatrixLayout_t c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
   ~Descriptors() {
     if (ltA)
       cublasLtMatrixLayoutDestroy(ltA);
@@ -84,13 +83,22 @@ static Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
 Expected<GemmPlan> GemmPlan::create(cublasLtHandle_t handle,
                                     const GemmShape &s,
                                     size_t workspaceBytes) {
+  auto plans = candidates(handle, s, workspaceBytes, 1);
+  if (!plans)
+    return plans.status();
+  return std::move(plans->front());
+}
+
+Expected<std::vector<GemmPlan>>
+GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
+                     size_t workspaceBytes, int count) {
   auto type = cudaTypeOf(s.dtype);
   if (!type)
     return type.status();
-  GemmPlan plan;
-  plan.shape_ = s;
-  plan.d_ = std::make_shared<Descriptors>();
-  Descriptors &d = *plan.d_;
+  if (count < 1)
+    return errorf("matmul: asked for ", count, " algorithms");
+  auto shared = std::make_shared<Descriptors>();
+  Descriptors &d = *shared;
   BRAID_CUBLAS_CHECK(
       cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // cuBLASLt's A is our op(B)^T, its B our op(A)^T (see the header).
@@ -128,18 +136,27 @@ Expected<GemmPlan> GemmPlan::create(cublasLtHandle_t handle,
   uint64_t ws = workspaceBytes;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.ltA, d.ltB, d.c, d.c, pref,
-                                        1, &result, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.ltA, d.ltB, d.c, d.c,
+                                        pref, count, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   BRAID_CUBLAS_CHECK(st);
-  if (found == 0)
+  std::vector<GemmPlan> plans;
+  for (int i = 0; i < found; ++i) {
+    if (results[size_t(i)].state != CUBLAS_STATUS_SUCCESS)
+      continue;
+    GemmPlan plan;
+    plan.shape_ = s;
+    plan.d_ = shared;
+    plan.algo_ = results[size_t(i)].algo;
+    plans.push_back(std::move(plan));
+  }
+  if (plans.empty())
     return errorf("matmul: cuBLASLt has no algorithm for batch ", s.batch,
                   " M=", s.m, " N=", s.n, " K=", s.k, " ", dtypeName(s.dtype));
-  d.algo = result.algo;
-  return plan;
+  return plans;
 }
 
 Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
@@ -147,7 +164,7 @@ Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
                      cudaStream_t stream) const {
   const float alpha = 1.0f, beta = 0.0f;
   BRAID_CUBLAS_CHECK(cublasLtMatmul(handle, d_->op, &alpha, b, d_->ltA, a, d_->ltB,
-                                    &beta, c, d_->c, c, d_->c, &d_->algo,
+                                    &beta, c, d_->c, c, d_->c, &algo_,
                                     workspace, workspaceBytes, stream));
   return Status::ok();
 }

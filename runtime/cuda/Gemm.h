@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <vector>
 
 namespace braid::rt::cuda {
 
@@ -34,9 +35,15 @@ Expected<GemmShape> gemmShapeOf(const Shape &a, const Shape &b, bool transA,
 
 class GemmPlan {
 public:
+  /// cuBLASLt's first heuristic choice: what the executor runs.
   static Expected<GemmPlan> create(cublasLtHandle_t handle,
                                    const GemmShape &shape,
                                    size_t workspaceBytes);
+  /// Up to `count` of the heuristic's algorithms, best-ranked first (for
+  /// timing them against each other: bench/CudaBench.cpp).
+  static Expected<std::vector<GemmPlan>>
+  candidates(cublasLtHandle_t handle, const GemmShape &shape,
+             size_t workspaceBytes, int count);
   Status run(cublasLtHandle_t handle, const void *a, const void *b, void *c,
              void *workspace, size_t workspaceBytes,
              cudaStream_t stream) const;
@@ -45,7 +52,8 @@ public:
 private:
   struct Descriptors;
   GemmShape shape_;
-  std::shared_ptr<Descriptors> d_;
+  std::shared_ptr<Descriptors> d_; // shared by a shape's candidates
+  cublasLtMatmulAlgo_t algo_{};
 };
 
 } // namespace braid::rt::cuda

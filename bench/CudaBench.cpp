@@ -1,0 +1,555 @@
+//===- CudaBench.cpp - GPU benchmarks of one plan, side by side ------------===//
+//
+// braid-cuda-bench PLAN.bplan [--iters N] [--warmup W] [--position P]
+//                  [--gemm-algos K] [--torch FILE.json] [--smoke]
+//
+// Everything issue 6 asks to measure, in one run on one GPU, as ratios:
+//   1. decode-step latency: CUDA Graph replay vs eager launch of the same
+//      plan (and PyTorch eager / CUDA graphs from bench/torch_decode.py,
+//      when --torch gives its result file);
+//   2. launch gaps: step time vs the sum of its ops' times (eager, per-op
+//      CUDA events), eager and graph;
+//   3. every distinct GEMM of the plan: the executor's cuBLASLt algorithm
+//      (heuristic choice) vs the fastest of cuBLASLt's top K candidates;
+//   4. memory-bound ops (rms_norm, layer_norm, attention): bytes moved
+//      (minimum, as Kernels.cu counts them) over measured time, against
+//      the HBM peak (device attributes) and a measured device-to-device
+//      copy.
+// Prints markdown tables (docs/benchmarks.md records them). Exit 77 with
+// the reason when no GPU is usable. --smoke: 3 iterations and 2 GEMM
+// candidates, for ctest on GPU machines (checks that it runs, times
+// nothing worth reading).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Generation.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/Profile.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Executor.h"
+#include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/LibraryCheck.h"
+#include "runtime/cuda/Resources.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+
+using namespace braid::rt;
+namespace cu = braid::rt::cuda;
+namespace plan = braid::plan;
+
+namespace {
+
+struct Options {
+  std::string plan;
+  int iters = 100, warmup = 10;
+  int64_t position = -1; // decode position; -1: the last cache row
+  int gemmAlgos = 16;
+  std::string torch;
+  bool smoke = false;
+};
+
+Expected<Options> parseArgs(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> Expected<std::string> {
+      if (i + 1 >= argc)
+        return errorf("option ", a, " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto integer = [&](auto &out) -> Status {
+      auto v = value();
+      if (!v)
+        return v.status();
+      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+      if (ec != std::errc() || end != v->data() + v->size() || out < 0)
+        return errorf("option ", a, ": '", *v, "' is not a count");
+      return Status::ok();
+    };
+    Status st;
+    if (a == "--iters")
+      st = integer(o.iters);
+    else if (a == "--warmup")
+      st = integer(o.warmup);
+    else if (a == "--position")
+      st = integer(o.position);
+    else if (a == "--gemm-algos")
+      st = integer(o.gemmAlgos);
+    else if (a == "--torch") {
+      auto v = value();
+      if (!v)
+        return v.status();
+      o.torch = *v;
+    } else if (a == "--smoke")
+      o.smoke = true;
+    else if (!a.empty() && a[0] == '-')
+      return errorf("unknown option '", a, "'");
+    else if (o.plan.empty())
+      o.plan = a;
+    else
+      return errorf("unexpected argument '", a, "'");
+    if (!st)
+      return st;
+  }
+  if (o.plan.empty())
+    return errorf("usage: braid-cuda-bench PLAN.bplan [--iters N] [--warmup "
+                  "W] [--position P] [--gemm-algos K] [--torch FILE.json] "
+                  "[--smoke]");
+  if (o.smoke) {
+    o.iters = 3;
+    o.warmup = 1;
+    o.gemmAlgos = 2;
+  }
+  if (o.iters < 1 || o.gemmAlgos < 1)
+    return errorf("--iters and --gemm-algos must be >= 1");
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// The KV cache length: dim 1 of the first rank-4 state slot.
+int64_t cacheLength(const plan::Plan &p) {
+  if (p.state())
+    for (const plan::StateSlot *s : *p.state())
+      if (s->shape()->size() == 4)
+        return s->shape()->Get(1);
+  return 0;
+}
+
+struct Inputs {
+  StepInputs prefill, decode;
+  int64_t position = 0;
+};
+
+Inputs makeInputs(const GenerationShape &g, const plan::Plan &p,
+                  const Options &o) {
+  Inputs in;
+  std::vector<int64_t> prompt = syntheticPrompt(g, 0);
+  std::vector<int64_t> positions;
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t t = 0; t < g.promptLength; ++t)
+      positions.push_back(t);
+  in.prefill["input_ids"] =
+      HostTensor::fromInts(g.idsType, {g.batch, g.promptLength}, prompt);
+  in.prefill["positions"] =
+      HostTensor::fromInts(g.positionsType, {g.batch, g.promptLength},
+                           positions);
+  int64_t maxSeq = cacheLength(p);
+  in.position = o.position >= 0 ? o.position
+                : maxSeq > 0    ? maxSeq - 1
+                                : g.promptLength;
+  in.decode["input_ids"] = HostTensor::fromInts(
+      g.idsType, {g.batch, 1}, std::vector<int64_t>(size_t(g.batch), 1));
+  in.decode["positions"] = HostTensor::fromInts(
+      g.positionsType, {g.batch, 1},
+      std::vector<int64_t>(size_t(g.batch), in.position));
+  return in;
+}
+
+struct StepTimes {
+  std::vector<double> device, host;
+  std::vector<OpTime> ops; // with profiling: the last timed decode step
+  std::vector<OpTime> prefillOps;
+};
+
+/// Prefill once, then `warmup` + `iters` decode steps at the fixed
+/// position (the KV cache contents do not change the work).
+Expected<StepTimes> timeSteps(const LoadedPlan &loaded, bool graph,
+                              bool profile, const Inputs &in,
+                              const Options &o) {
+  cu::ExecutorOptions eo;
+  eo.graph = graph;
+  eo.profile = profile;
+  auto runner = cu::CudaRunner::create(loaded, eo);
+  if (!runner)
+    return runner.status();
+  StepTimes t;
+  auto pre = (*runner)->run("prefill", {in.prefill});
+  if (!pre)
+    return errorf("prefill: ", pre.status().message());
+  t.prefillOps = (*runner)->lastProfile();
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    auto out = (*runner)->run("decode", {in.decode});
+    if (!out)
+      return errorf("decode: ", out.status().message());
+    if (i < o.warmup)
+      continue;
+    t.device.push_back((*runner)->lastTiming().deviceMs);
+    t.host.push_back((*runner)->lastTiming().hostLaunchMs);
+    t.ops = (*runner)->lastProfile();
+  }
+  return t;
+}
+
+double sumMs(const std::vector<OpTime> &ops) {
+  double s = 0;
+  for (const OpTime &op : ops)
+    s += op.seconds * 1e3;
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+struct GemmKey {
+  cu::GemmShape s;
+  bool operator<(const GemmKey &o) const {
+    auto tie = [](const cu::GemmShape &g) {
+      return std::make_tuple(g.batch, g.m, g.n, g.k, g.transposeA,
+                             g.transposeB, g.batchedB, int(g.dtype));
+    };
+    return tie(s) < tie(o.s);
+  }
+};
+
+/// Mean milliseconds of `plan` over `iters` back-to-back launches.
+Expected<double> timeGemm(cublasLtHandle_t lt, const cu::GemmPlan &plan,
+                          const void *a, const void *b, void *c, void *ws,
+                          size_t wsBytes, cudaStream_t stream,
+                          const Options &o) {
+  for (int i = 0; i < std::max(o.warmup, 1); ++i)
+    BRAID_RETURN_IF_ERROR(plan.run(lt, a, b, c, ws, wsBytes, stream));
+  cu::Event start, stop;
+  BRAID_CUDA_CHECK(cudaEventCreate(start.out()));
+  BRAID_CUDA_CHECK(cudaEventCreate(stop.out()));
+  BRAID_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  for (int i = 0; i < o.iters; ++i)
+    BRAID_RETURN_IF_ERROR(plan.run(lt, a, b, c, ws, wsBytes, stream));
+  BRAID_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return double(ms) / o.iters;
+}
+
+Status uploadRandom(void *dst, DType dt, int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &v : values)
+    v = dist(rng);
+  HostTensor h = HostTensor::fromFloats(dt, {count}, values);
+  BRAID_CUDA_CHECK(
+      cudaMemcpy(dst, h.bytes.data(), h.bytes.size(), cudaMemcpyHostToDevice));
+  return Status::ok();
+}
+
+Status benchGemms(const LoadedPlan &loaded, const Options &o) {
+  std::map<GemmKey, std::vector<std::string>> shapes; // -> functions
+  const plan::Plan &p = loaded.root();
+  for (const plan::Function *f : *p.functions())
+    for (const plan::Op *op : *f->ops()) {
+      if (syncOpcode(op->opcode()) != plan::OpCode::Matmul)
+        continue;
+      const plan::Tensor &a = *f->tensors()->Get(op->operands()->Get(0));
+      const plan::Tensor &b = *f->tensors()->Get(op->operands()->Get(1));
+      auto g = cu::gemmShapeOf(Shape(a.shape()->begin(), a.shape()->end()),
+                               Shape(b.shape()->begin(), b.shape()->end()),
+                               op->transpose_a(), op->transpose_b(),
+                               a.dtype());
+      if (!g)
+        return g.status();
+      auto &fns = shapes[GemmKey{*g}];
+      if (std::find(fns.begin(), fns.end(), f->name()->str()) == fns.end())
+        fns.push_back(f->name()->str());
+    }
+  cublasLtHandle_t lt = nullptr;
+  BRAID_CUBLAS_CHECK(cublasLtCreate(&lt));
+  std::unique_ptr<cublasLtContext, cublasStatus_t (*)(cublasLtHandle_t)> owner(
+      lt, cublasLtDestroy);
+  const size_t wsBytes = size_t(32) << 20; // the executor's workspace
+  cu::DeviceMemory ws;
+  BRAID_CUDA_CHECK(cudaMalloc(ws.out(), wsBytes));
+  cu::Stream stream;
+  BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(stream.out(), cudaStreamNonBlocking));
+
+  std::cout << "\n## GEMMs: the executor's cuBLASLt algorithm vs the fastest "
+               "of cuBLASLt's top "
+            << o.gemmAlgos << "\n\n"
+            << "| function | batch x M x N x K | dtype | executor us | "
+               "executor TFLOP/s | best us | best TFLOP/s | executor / best "
+               "time |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto &[key, fns] : shapes) {
+    const cu::GemmShape &s = key.s;
+    size_t es = dtypeSize(s.dtype);
+    int64_t aCount = s.batch * s.m * s.k;
+    int64_t bCount = (s.batchedB ? s.batch : 1) * s.k * s.n;
+    int64_t cCount = s.batch * s.m * s.n;
+    cu::DeviceMemory a, b, c;
+    BRAID_CUDA_CHECK(cudaMalloc(a.out(), size_t(aCount) * es));
+    BRAID_CUDA_CHECK(cudaMalloc(b.out(), size_t(bCount) * es));
+    BRAID_CUDA_CHECK(cudaMalloc(c.out(), size_t(cCount) * es));
+    BRAID_RETURN_IF_ERROR(uploadRandom(a.get(), s.dtype, aCount, 1));
+    BRAID_RETURN_IF_ERROR(uploadRandom(b.get(), s.dtype, bCount, 2));
+    auto candidates = cu::GemmPlan::candidates(lt, s, wsBytes, o.gemmAlgos);
+    if (!candidates)
+      return candidates.status();
+    std::vector<double> ms;
+    for (const cu::GemmPlan &plan : *candidates) {
+      auto t = timeGemm(lt, plan, a.get(), b.get(), c.get(), ws.get(),
+                        wsBytes, stream.get(), o);
+      if (!t)
+        return t.status();
+      ms.push_back(*t);
+    }
+    // candidates[0] is GemmPlan::create's choice: what the executor runs.
+    double ours = ms.front(), best = *std::min_element(ms.begin(), ms.end());
+    double flops = 2.0 * double(s.batch) * double(s.m) * double(s.n) *
+                   double(s.k);
+    std::string where;
+    for (const std::string &f : fns)
+      where += (where.empty() ? "" : ", ") + f;
+    std::cout << std::fixed << "| " << where << " | " << s.batch << " x "
+              << s.m << " x " << s.n << " x " << s.k << " | "
+              << dtypeName(s.dtype) << " | " << std::setprecision(2)
+              << ours * 1e3 << " | " << std::setprecision(1)
+              << flops / (ours * 1e-3) / 1e12 << " | " << std::setprecision(2)
+              << best * 1e3 << " | " << std::setprecision(1)
+              << flops / (best * 1e-3) / 1e12 << " | " << std::setprecision(3)
+              << ours / best << " |\n";
+  }
+  std::cout.unsetf(std::ios::floatfield);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Memory-bound ops
+//===----------------------------------------------------------------------===//
+
+int64_t bytesOf(const plan::Function &f, int t) {
+  const plan::Tensor &x = *f.tensors()->Get(unsigned(t));
+  return numElements(Shape(x.shape()->begin(), x.shape()->end())) *
+         int64_t(dtypeSize(x.dtype()));
+}
+
+/// The fewest bytes an op must move (Kernels.cu's header): its operands and
+/// results once; for attention with a KV cache at `position`, the new rows
+/// written and rows [0, position + S) of each cache read once per KV head.
+/// 0: not a memory-bound op this table covers.
+int64_t minimumBytes(const plan::Function &f, const plan::Op &op,
+                     int64_t position) {
+  plan::OpCode code = syncOpcode(op.opcode());
+  auto operand = [&](unsigned i) { return bytesOf(f, op.operands()->Get(i)); };
+  auto result = [&](unsigned i) { return bytesOf(f, op.results()->Get(i)); };
+  switch (code) {
+  case plan::OpCode::RmsNorm:
+    return operand(0) + operand(1) + result(0);
+  case plan::OpCode::LayerNorm:
+    return operand(0) + operand(1) + operand(2) + result(0);
+  case plan::OpCode::Attention: {
+    int64_t qkvo = operand(0) + operand(1) + operand(2) + result(0);
+    if (op.operands()->size() == 3)
+      return qkvo;
+    const plan::Tensor &cache = *f.tensors()->Get(op.operands()->Get(3));
+    int64_t maxSeq = cache.shape()->Get(1);
+    int64_t seq = f.tensors()->Get(op.operands()->Get(1))->shape()->Get(1);
+    int64_t rows = std::min(position + seq, maxSeq);
+    int64_t cacheBytes = operand(3) + operand(4);
+    // new rows written (== k + v) + rows [0, position + S) read
+    return qkvo + operand(1) + operand(2) + cacheBytes * rows / maxSeq;
+  }
+  default:
+    return 0;
+  }
+}
+
+struct Bandwidth {
+  double peakGBs = 0;   // from the device attributes
+  double copyGBs = 0;   // measured device-to-device copy (read + write)
+  std::string device;
+};
+
+Expected<Bandwidth> deviceBandwidth() {
+  Bandwidth bw;
+  int dev = 0, clockKHz = 0, busBits = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  BRAID_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  bw.device = prop.name;
+  BRAID_CUDA_CHECK(
+      cudaDeviceGetAttribute(&clockKHz, cudaDevAttrMemoryClockRate, dev));
+  BRAID_CUDA_CHECK(
+      cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, dev));
+  bw.peakGBs = 2.0 * double(clockKHz) * 1e3 * double(busBits) / 8 / 1e9;
+  const size_t bytes = size_t(1) << 30;
+  cu::DeviceMemory src, dst;
+  BRAID_CUDA_CHECK(cudaMalloc(src.out(), bytes));
+  BRAID_CUDA_CHECK(cudaMalloc(dst.out(), bytes));
+  BRAID_CUDA_CHECK(cudaMemset(src.get(), 0, bytes));
+  cu::Event start, stop;
+  BRAID_CUDA_CHECK(cudaEventCreate(start.out()));
+  BRAID_CUDA_CHECK(cudaEventCreate(stop.out()));
+  BRAID_CUDA_CHECK(cudaMemcpy(dst.get(), src.get(), bytes,
+                              cudaMemcpyDeviceToDevice));
+  const int reps = 10;
+  BRAID_CUDA_CHECK(cudaEventRecord(start.get()));
+  for (int i = 0; i < reps; ++i)
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes,
+                                     cudaMemcpyDeviceToDevice));
+  BRAID_CUDA_CHECK(cudaEventRecord(stop.get()));
+  BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  bw.copyGBs = 2.0 * double(bytes) * reps / (double(ms) * 1e-3) / 1e9;
+  return bw;
+}
+
+void printMemoryBound(const LoadedPlan &loaded, const StepTimes &profiled,
+                      const Inputs &in, const Bandwidth &bw) {
+  std::cout << "\n## Memory-bound ops: minimum bytes / measured time (eager, "
+               "CUDA events; HBM peak "
+            << std::fixed << std::setprecision(0) << bw.peakGBs
+            << " GB/s, device-to-device copy " << bw.copyGBs << " GB/s)\n\n"
+            << "| function | op | operand shapes | bytes | us | GB/s | % of "
+               "peak | % of copy |\n|---|---|---|---|---|---|---|---|\n";
+  // Mean over the ops with the same (function, name, shapes).
+  struct Row {
+    int64_t bytes = 0;
+    double seconds = 0;
+    int count = 0;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Row> rows;
+  auto add = [&](const std::vector<OpTime> &ops, int64_t position) {
+    for (const OpTime &t : ops) {
+      const plan::Function *f = loaded.function(t.function);
+      int64_t bytes =
+          minimumBytes(*f, *f->ops()->Get(unsigned(t.op)), position);
+      if (bytes == 0)
+        continue;
+      Row &r = rows[{t.function, t.name, t.shapes}];
+      r.bytes = bytes;
+      r.seconds += t.seconds;
+      ++r.count;
+    }
+  };
+  add(profiled.prefillOps, 0);
+  add(profiled.ops, in.position);
+  for (const auto &[key, r] : rows) {
+    double us = r.seconds / r.count * 1e6;
+    double gbs = double(r.bytes) / (us * 1e-6) / 1e9;
+    std::cout << "| " << std::get<0>(key) << " | " << std::get<1>(key)
+              << " | " << std::get<2>(key) << " | " << r.bytes << " | "
+              << std::setprecision(2) << us << " | " << std::setprecision(0)
+              << gbs << " | " << std::setprecision(1)
+              << 100 * gbs / bw.peakGBs << " | " << 100 * gbs / bw.copyGBs
+              << " |\n";
+  }
+  std::cout.unsetf(std::ios::floatfield);
+}
+
+Expected<nlohmann::json> readTorch(const std::string &path) {
+  std::ifstream is(path);
+  if (!is)
+    return errorf("--torch: cannot open '", path, "'");
+  nlohmann::json j = nlohmann::json::parse(is, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("eager_ms") ||
+      !j.contains("graph_ms") || !j["eager_ms"].is_number() ||
+      !j["graph_ms"].is_number())
+    return errorf("--torch: '", path,
+                  "' is not bench/torch_decode.py output (needs numeric "
+                  "eager_ms and graph_ms)");
+  return j;
+}
+
+Status run(const Options &o) {
+  auto loaded = loadPlanFile(o.plan);
+  if (!loaded)
+    return loaded.status();
+  if (loaded->root().world_size() != 1)
+    return errorf("the benchmark runs a tp 1 plan on one GPU; this plan has ",
+                  loaded->root().world_size(), " ranks");
+  auto shape = generationShape(loaded->root());
+  if (!shape)
+    return shape.status();
+  std::optional<nlohmann::json> torch;
+  if (!o.torch.empty()) {
+    auto j = readTorch(o.torch);
+    if (!j)
+      return j.status();
+    torch = *j;
+  }
+  auto bw = deviceBandwidth();
+  if (!bw)
+    return bw.status();
+  Inputs in = makeInputs(*shape, loaded->root(), o);
+
+  auto graph = timeSteps(*loaded, true, false, in, o);
+  if (!graph)
+    return errorf("graph: ", graph.status().message());
+  auto eager = timeSteps(*loaded, false, false, in, o);
+  if (!eager)
+    return errorf("eager: ", eager.status().message());
+  auto profiled = timeSteps(*loaded, false, true, in, o);
+  if (!profiled)
+    return errorf("eager, profiled: ", profiled.status().message());
+
+  double g = median(graph->device), e = median(eager->device);
+  std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
+            << "\n\nbatch " << shape->batch << ", prompt "
+            << shape->promptLength << ", decode at position " << in.position
+            << "; " << o.iters << " timed steps after " << o.warmup
+            << " warmup, medians of CUDA-event step times\n\n"
+            << "## Decode step\n\n| runner | step ms | host launch ms | "
+               "vs braid graph |\n|---|---|---|---|\n"
+            << std::fixed << std::setprecision(4) << "| braid, CUDA Graph | "
+            << g << " | " << median(graph->host) << " | 1.000 |\n"
+            << "| braid, eager | " << e << " | " << median(eager->host)
+            << " | " << std::setprecision(3) << e / g << " |\n";
+  if (torch) {
+    double te = (*torch)["eager_ms"].get<double>();
+    double tg = (*torch)["graph_ms"].get<double>();
+    std::cout << std::setprecision(4) << "| PyTorch eager | " << te
+              << " | | " << std::setprecision(3) << te / g << " |\n"
+              << std::setprecision(4) << "| PyTorch, CUDA graph | " << tg
+              << " | | " << std::setprecision(3) << tg / g << " |\n";
+  }
+  double opSum = sumMs(profiled->ops);
+  std::cout << "\n## Launch gaps (decode step vs the sum of its " 
+            << profiled->ops.size() << " ops' times, eager with per-op "
+            << "events)\n\n| runner | step ms | sum of ops ms | gap ms | gap "
+               "% of step |\n|---|---|---|---|---|\n"
+            << std::setprecision(4) << "| CUDA Graph | " << g << " | "
+            << opSum << " | " << g - opSum << " | " << std::setprecision(1)
+            << 100 * (g - opSum) / g << " |\n"
+            << std::setprecision(4) << "| eager | " << e << " | " << opSum
+            << " | " << e - opSum << " | " << std::setprecision(1)
+            << 100 * (e - opSum) / e << " |\n";
+  std::cout.unsetf(std::ios::floatfield);
+  BRAID_RETURN_IF_ERROR(benchGemms(*loaded, o));
+  printMemoryBound(*loaded, *profiled, in, *bw);
+  return Status::ok();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto o = parseArgs(argc, argv);
+  if (!o) {
+    std::cerr << "braid-cuda-bench: error: " << o.status().message() << "\n";
+    return 1;
+  }
+  Status available = cu::cudaDeviceAvailable();
+  if (!available) {
+    std::cerr << "braid-cuda-bench: skipped: " << available.message() << "\n";
+    return 77;
+  }
+  Status st = run(*o);
+  if (!st) {
+    std::cerr << "braid-cuda-bench: error: " << st.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
