@@ -4,6 +4,7 @@
 #include "runtime/Weights.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
@@ -88,6 +89,8 @@ private:
     Event fork;
     std::vector<Event> join; // one per stream > 0
     std::map<int, GemmPlan> gemms;     // by op index
+    std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
+    std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
     std::map<int, DeviceMemory> staging; // by op index
     Graph graph;
     GraphExec exec;
@@ -273,7 +276,11 @@ Status CudaRank::prepareFunction(Function &fn) {
       fn.opEnd.push_back(std::move(end));
     }
   // Everything a step needs is decided here, outside any capture: GEMM
-  // algorithms and collective staging buffers.
+  // algorithms (with their fused epilogues) and collective staging buffers.
+  std::map<int, GemmEpilogue> chains;
+  if (options_.fuseEpilogues)
+    chains = findGemmEpilogues(f);
+  fn.absorbed.assign(f.ops() ? f.ops()->size() : 0, false);
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
@@ -285,6 +292,14 @@ Status CudaRank::prepareFunction(Function &fn) {
                                  op.transpose_b(), a.dtype);
         if (!shape)
           return errorf(where, "op ", i, ": ", shape.status().message());
+        auto chain = chains.find(int(i));
+        if (chain != chains.end() && shape->batch == 1) {
+          shape->bias = chain->second.bias >= 0;
+          shape->gelu = chain->second.gelu;
+          for (int absorbed : chain->second.absorbed)
+            fn.absorbed[size_t(absorbed)] = true;
+          fn.epilogues.emplace(int(i), chain->second);
+        }
         auto gemm = GemmPlan::create(lt_, *shape, options_.gemmWorkspaceBytes);
         if (!gemm)
           return errorf(where, "op ", i, ": ", gemm.status().message());
@@ -417,10 +432,18 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   auto operand = [&](unsigned i) { return ref(fn, op.operands()->Get(i)); };
   auto result = [&](unsigned i) { return ref(fn, op.results()->Get(i)); };
   switch (op.opcode()) {
-  case OpCode::Matmul:
-    return fn.gemms.at(index).run(lt_, operand(0).data, operand(1).data,
-                                  result(0).data, workspace_.get(),
-                                  options_.gemmWorkspaceBytes, stream);
+  case OpCode::Matmul: {
+    auto fused = fn.epilogues.find(index);
+    if (fused == fn.epilogues.end())
+      return fn.gemms.at(index).run(lt_, operand(0).data, operand(1).data,
+                                    result(0).data, workspace_.get(),
+                                    options_.gemmWorkspaceBytes, stream);
+    const GemmEpilogue &e = fused->second;
+    return fn.gemms.at(index).run(
+        lt_, operand(0).data, operand(1).data, fn.ptr[size_t(e.output)],
+        workspace_.get(), options_.gemmWorkspaceBytes, stream,
+        e.bias >= 0 ? fn.ptr[size_t(e.bias)] : nullptr);
+  }
   case OpCode::Add:
   case OpCode::Mul:
     return binary(op.opcode() == OpCode::Add ? BinaryKind::Add
@@ -502,7 +525,8 @@ Status CudaRank::enqueue(Function &fn) {
               cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
       if (options_.profile)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.opBegin[i].get(), stream));
-      Status st = runOp(fn, int(i), stream);
+      // An absorbed op ran inside its chain's GEMM (zero time here).
+      Status st = fn.absorbed[i] ? Status::ok() : runOp(fn, int(i), stream);
       if (options_.profile && st)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.opEnd[i].get(), stream));
       if (!st) {

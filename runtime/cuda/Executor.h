@@ -48,6 +48,9 @@ struct ExecutorOptions {
   /// (empty: GPU r). One process per rank: devices[local rank] (empty: the
   /// local rank).
   std::vector<int> devices;
+  /// Run matmul -> bias add -> tanh GELU chains as one cuBLASLt GEMM with
+  /// an epilogue (GemmFusion.h); off: every op is its own launch.
+  bool fuseEpilogues = true;
   /// Time every op with CUDA events (eager only: a graph replays as one
   /// launch and has no per-op boundaries to record).
   bool profile = false;

@@ -131,6 +131,24 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
   BRAID_RETURN_IF_ERROR(
       makeLayout(&d.c, *type, s.n, s.m, s.n, batch, s.m * s.n));
 
+  if (s.bias || s.gelu) {
+    if (s.batch != 1)
+      return errorf("matmul: a fused bias/GELU epilogue needs batch 1, got ",
+                    s.batch);
+    cublasLtEpilogue_t epilogue = s.gelu && s.bias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                  : s.gelu         ? CUBLASLT_EPILOGUE_GELU
+                                                   : CUBLASLT_EPILOGUE_BIAS;
+    BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (s.bias) {
+      // cuBLASLt's D is our C^T (N x M column-major): its rows are our
+      // columns, so its per-row bias is our [N] bias.
+      cudaDataType_t biasType = *type;
+      BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+          sizeof(biasType)));
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspaceBytes;
@@ -161,8 +179,16 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
 
 Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
                      void *c, void *workspace, size_t workspaceBytes,
-                     cudaStream_t stream) const {
+                     cudaStream_t stream, const void *bias) const {
   const float alpha = 1.0f, beta = 0.0f;
+  if (shape_.bias) {
+    if (!bias)
+      return errorf("matmul: the fused bias epilogue has no bias");
+    // A host-side descriptor field, read when the GEMM is enqueued (or
+    // captured): safe to set per call.
+    BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        d_->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
   BRAID_CUBLAS_CHECK(cublasLtMatmul(handle, d_->op, &alpha, b, d_->ltA, a, d_->ltB,
                                     &beta, c, d_->c, c, d_->c, &algo_,
                                     workspace, workspaceBytes, stream));

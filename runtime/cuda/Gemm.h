@@ -27,6 +27,11 @@ struct GemmShape {
   bool transposeA = false, transposeB = false;
   bool batchedB = false; // B carries A's batch dims
   DType dtype = DType::BF16;
+  // Epilogue (GemmFusion.h), applied to the fp32 accumulator before the
+  // rounding: C = gelu_tanh(A B + bias), bias [N] broadcast over rows.
+  // Only for batch 1 (after folding).
+  bool bias = false;
+  bool gelu = false;
 };
 
 /// The GemmShape of a plan matmul with operand shapes `a`, `b`.
@@ -44,9 +49,10 @@ public:
   static Expected<std::vector<GemmPlan>>
   candidates(cublasLtHandle_t handle, const GemmShape &shape,
              size_t workspaceBytes, int count);
+  /// `bias`: the [N] bias when shape().bias (else ignored).
   Status run(cublasLtHandle_t handle, const void *a, const void *b, void *c,
-             void *workspace, size_t workspaceBytes,
-             cudaStream_t stream) const;
+             void *workspace, size_t workspaceBytes, cudaStream_t stream,
+             const void *bias = nullptr) const;
   const GemmShape &shape() const { return shape_; }
 
 private:
