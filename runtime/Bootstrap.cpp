@@ -21,6 +21,7 @@ std::string encode(const RunIdentity &id) {
      << id.planFingerprint << '\n'
      << id.weights << '\n'
      << id.loadError << '\n'
+     << id.setupError << '\n'
      << id.planPath;
   return os.str();
 }
@@ -30,7 +31,8 @@ Expected<RunIdentity> decode(const std::string &blob, int rank) {
   std::string status, fingerprint;
   RunIdentity id;
   if (!std::getline(is, status) || !std::getline(is, fingerprint) ||
-      !std::getline(is, id.weights) || !std::getline(is, id.loadError))
+      !std::getline(is, id.weights) || !std::getline(is, id.loadError) ||
+      !std::getline(is, id.setupError))
     return errorf("rank ", rank, " sent a malformed run identity");
   std::getline(is, id.planPath, '\0');
   auto [end, ec] = std::from_chars(fingerprint.data(),
@@ -55,7 +57,7 @@ Status braid::rt::checkSameRun(Bootstrap &processes, const RunIdentity &mine) {
   RunIdentity sent = mine;
   // Newlines would break the line framing; error messages have none, but a
   // path or checkpoint name might.
-  for (std::string *s : {&sent.weights, &sent.loadError})
+  for (std::string *s : {&sent.weights, &sent.loadError, &sent.setupError})
     for (char &c : *s)
       if (c == '\n')
         c = ' ';
@@ -87,5 +89,9 @@ Status braid::rt::checkSameRun(Bootstrap &processes, const RunIdentity &mine) {
                     ids[r].weights, ", rank 0 has ", root.weights,
                     "; every rank must use the same");
   }
+  for (size_t r = 0; r < ids.size(); ++r)
+    if (!ids[r].setupError.empty())
+      return errorf("rank ", r, " of ", ids.size(),
+                    " could not start: ", ids[r].setupError);
   return Status::ok();
 }

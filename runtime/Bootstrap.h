@@ -49,11 +49,15 @@ struct RunIdentity {
   std::string planPath;     // named in messages only; paths may differ
   uint64_t planFingerprint = 0;
   std::string weights;      // "seed 0", or "checkpoint model.safetensors"
+  /// Non-empty: this process cannot start the run it loaded (no usable
+  /// device; a plan for another number of processes). Reported after plan
+  /// and weight mismatches, which say more about what went wrong.
+  std::string setupError;
 };
 
 /// Exchanges every process's identity and fails, on every process alike,
-/// when one could not load its plan or when any two differ in plan or
-/// weights. The message names the ranks. Collective: call it on every rank,
+/// when one could not load its plan, when any two differ in plan or
+/// weights, or when one cannot start it (in that order). The message names the ranks. Collective: call it on every rank,
 /// even one whose plan failed to load, so no rank is left waiting.
 Status checkSameRun(Bootstrap &processes, const RunIdentity &mine);
 

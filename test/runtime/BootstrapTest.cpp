@@ -95,6 +95,24 @@ TEST(Bootstrap, DifferentWeightsAndFailedRanks) {
   EXPECT_EQ(st.message(), "rank 2 of 3 could not start: cannot open plan 'x'");
 }
 
+TEST(Bootstrap, NoDeviceIsReportedAfterMismatches) {
+  RunIdentity noGpu = identity(42);
+  noGpu.setupError = "no usable CUDA device";
+  ScriptedBootstrap b({blobOf(noGpu)});
+  Status st = checkSameRun(b, identity(42));
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "rank 1 of 2 could not start: no usable CUDA device");
+
+  // A different plan says more than a missing GPU.
+  RunIdentity other = noGpu;
+  other.planFingerprint = 7;
+  ScriptedBootstrap c({blobOf(other)});
+  st = checkSameRun(c, identity(42));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("ranks hold different plans"), std::string::npos)
+      << st.message();
+}
+
 TEST(Bootstrap, NewlinesInFieldsKeepTheFraming) {
   RunIdentity odd = identity(42, "checkpoint 'a\nb'");
   odd.planPath = "dir\nwith newline/a.bplan";

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 using namespace braid::rt;
 namespace plan = braid::plan;
@@ -589,14 +591,21 @@ Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
                      ? "generated weights, --seed " + std::to_string(opts->seed)
                      : "checkpoint '" + opts->weights + "'";
   }
-  if (loaded)
+  if (loaded) {
     id.planFingerprint = planFingerprint(loaded->bytes());
-  BRAID_RETURN_IF_ERROR(checkSameRun(processes, id));
-  int world = loaded->root().world_size();
-  if (world != processes.size())
-    return errorf("the plan was compiled for ", world, " ranks; mpirun/srun "
-                  "started ", processes.size(), " processes");
-  return Status::ok();
+    int world = loaded->root().world_size();
+    if (world != processes.size())
+      id.setupError = "the plan was compiled for " + std::to_string(world) +
+                      " ranks; mpirun/srun started " +
+                      std::to_string(processes.size()) + " processes";
+  }
+#ifdef BRAID_HAVE_CUDA
+  // A process without a usable GPU is known before any rank waits for it.
+  if (id.loadError.empty() && id.setupError.empty())
+    if (auto gpus = cuda::usableDeviceCount(); !gpus)
+      id.setupError = gpus.status().message();
+#endif
+  return checkSameRun(processes, id);
 }
 
 std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
@@ -739,6 +748,9 @@ int main(int argc, char **argv) {
   }
   if (p && failure->phase == Phase::Collective) {
     std::cerr.flush();
+    // mpirun forwards output asynchronously and drops what is in flight
+    // when it kills the job: give the message above time to arrive.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     p->abortAll(1);
   }
   return 1;
