@@ -136,25 +136,13 @@ struct Inputs {
 Inputs makeInputs(const GenerationShape &g, const plan::Plan &p,
                   const Options &o) {
   Inputs in;
-  std::vector<int64_t> prompt = syntheticPrompt(g, 0);
-  std::vector<int64_t> positions;
-  for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t t = 0; t < g.promptLength; ++t)
-      positions.push_back(t);
-  in.prefill["input_ids"] =
-      HostTensor::fromInts(g.idsType, {g.batch, g.promptLength}, prompt);
-  in.prefill["positions"] =
-      HostTensor::fromInts(g.positionsType, {g.batch, g.promptLength},
-                           positions);
+  in.prefill = stepInputs(g, syntheticPrompt(g, 0), g.promptLength, 0);
   int64_t maxSeq = cacheLength(p);
   in.position = o.position >= 0 ? o.position
                 : maxSeq > 0    ? maxSeq - 1
                                 : g.promptLength;
-  in.decode["input_ids"] = HostTensor::fromInts(
-      g.idsType, {g.batch, 1}, std::vector<int64_t>(size_t(g.batch), 1));
-  in.decode["positions"] = HostTensor::fromInts(
-      g.positionsType, {g.batch, 1},
-      std::vector<int64_t>(size_t(g.batch), in.position));
+  in.decode = stepInputs(g, std::vector<int64_t>(size_t(g.batch), 1), 1,
+                         in.position);
   return in;
 }
 

@@ -91,6 +91,21 @@ std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
   return ids;
 }
 
+StepInputs braid::rt::stepInputs(const GenerationShape &shape,
+                                 const std::vector<int64_t> &ids,
+                                 int64_t tokens, int64_t start) {
+  int64_t b = shape.batch;
+  std::vector<int64_t> positions(static_cast<size_t>(b * tokens));
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < tokens; ++t)
+      positions[size_t(bi * tokens + t)] = start + t;
+  StepInputs inputs;
+  inputs["input_ids"] = HostTensor::fromInts(shape.idsType, {b, tokens}, ids);
+  inputs["positions"] =
+      HostTensor::fromInts(shape.positionsType, {b, tokens}, positions);
+  return inputs;
+}
+
 Expected<std::vector<StepRecord>>
 braid::rt::generate(const GenerationShape &shape,
                     const GenerationOptions &options, const StepFn &step) {
@@ -117,14 +132,7 @@ braid::rt::generate(const GenerationShape &shape,
     if (i > 0)
       ids = options.forcedTokens.empty() ? records.back().nextToken
                                          : options.forcedTokens[size_t(i - 1)];
-    std::vector<int64_t> positions(size_t(b * tokens));
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t t = 0; t < tokens; ++t)
-        positions[size_t(bi * tokens + t)] = i == 0 ? t : s + i - 1;
-    StepInputs inputs;
-    inputs["input_ids"] = HostTensor::fromInts(shape.idsType, {b, tokens}, ids);
-    inputs["positions"] =
-        HostTensor::fromInts(shape.positionsType, {b, tokens}, positions);
+    StepInputs inputs = stepInputs(shape, ids, tokens, i == 0 ? 0 : s + i - 1);
     r.inputIds = ids;
 
     auto start = std::chrono::steady_clock::now();

@@ -41,6 +41,12 @@ std::vector<int64_t> syntheticPrompt(const GenerationShape &shape,
                                      uint64_t seed);
 
 using StepInputs = std::map<std::string, HostTensor>;
+
+/// One step's inputs: `ids` (B x tokens, row-major) at positions
+/// [start, start + tokens) of every sequence.
+StepInputs stepInputs(const GenerationShape &shape,
+                      const std::vector<int64_t> &ids, int64_t tokens,
+                      int64_t start);
 /// Runs `function` on every rank; returns rank 0's outputs.
 using StepFn = std::function<Expected<std::map<std::string, HostTensor>>(
     const std::string &function, const StepInputs &inputs)>;

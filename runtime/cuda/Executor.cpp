@@ -749,10 +749,11 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
     for (unsigned g = 0; g < p.groups()->size(); ++g)
       for (int r = 0; r < world; ++r) {
         int64_t key = groupPosition(p, int(g), r).instanceKey;
-        if (!ids.count(key) && (!processes || processes->rank() == 0))
-          BRAID_NCCL_CHECK(ncclGetUniqueId(&ids[key]));
-        else if (!ids.count(key))
-          ids[key] = ncclUniqueId{};
+        if (ids.count(key))
+          continue;
+        ncclUniqueId &id = ids[key] = ncclUniqueId{};
+        if (!processes || processes->rank() == 0)
+          BRAID_NCCL_CHECK(ncclGetUniqueId(&id));
       }
   if (processes) {
     std::string blob;

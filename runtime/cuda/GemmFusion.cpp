@@ -1,6 +1,7 @@
 //===- GemmFusion.cpp - Matmul -> bias add -> tanh GELU as one GEMM --------===//
 #include "runtime/cuda/GemmFusion.h"
-#include "runtime/HostTensor.h"
+
+#include <vector>
 
 using namespace braid::rt;
 using namespace braid::rt::cuda;
@@ -35,18 +36,16 @@ std::vector<int64_t> shapeOf(const braid::plan::Tensor &t) {
                    : std::vector<int64_t>();
 }
 
+// Arena ranges as the memory plan reserved them (the loader has checked
+// each holds its tensor).
 bool overlap(const braid::plan::Tensor &a, const braid::plan::Tensor &b) {
   auto arena = [](const braid::plan::Tensor &t) {
     return t.kind() != TensorKind::Parameter && t.kind() != TensorKind::State;
   };
   if (!arena(a) || !arena(b))
     return false; // parameters and state have their own allocations
-  auto bytes = [](const braid::plan::Tensor &t) {
-    int64_t n = numElements(shapeOf(t));
-    return n * int64_t(dtypeSize(t.dtype()));
-  };
   int64_t a0 = a.buffer_offset(), b0 = b.buffer_offset();
-  return a0 < b0 + bytes(b) && b0 < a0 + bytes(a);
+  return a0 < b0 + b.buffer_size() && b0 < a0 + a.buffer_size();
 }
 
 } // namespace

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -143,6 +144,19 @@ Expected<Options> parseArgs(int argc, char **argv) {
       out = std::string(*v);
       return Status::ok();
     };
+    // a,b,c: every item a number >= `min`, named `what` in errors.
+    auto numberList = [&](auto &out, const char *what, auto min) -> Status {
+      std::string list;
+      BRAID_RETURN_IF_ERROR(text(list));
+      std::istringstream is(list);
+      for (std::string item; std::getline(is, item, ',');) {
+        typename std::decay_t<decltype(out)>::value_type x{};
+        if (!parseNumber(std::string_view(item), x) || x < min)
+          return errorf(flag, ": '", item, "' is not ", what);
+        out.push_back(x);
+      }
+      return Status::ok();
+    };
     Status st;
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
@@ -184,27 +198,12 @@ Expected<Options> parseArgs(int argc, char **argv) {
     } else if (flag == "--trace") {
       st = text(o.trace);
     } else if (flag == "--devices") {
-      std::string list;
-      st = text(list);
-      std::istringstream is(list);
-      for (std::string item; st && std::getline(is, item, ',');) {
-        int d = -1;
-        if (!parseNumber(std::string_view(item), d) || d < 0)
-          st = errorf("--devices: '", item, "' is not a GPU index");
-        o.devices.push_back(d);
-      }
+      st = numberList(o.devices, "a GPU index", 0);
       if (st && o.devices.empty())
         st = errorf("--devices needs at least one GPU index");
     } else if (flag == "--tokens") {
-      std::string list;
-      st = text(list);
-      std::istringstream is(list);
-      for (std::string item; st && std::getline(is, item, ',');) {
-        int64_t id;
-        if (!parseNumber(std::string_view(item), id))
-          st = errorf("--tokens: '", item, "' is not a token id");
-        o.tokens.push_back(id);
-      }
+      st = numberList(o.tokens, "a token id",
+                      std::numeric_limits<int64_t>::min());
     } else if (a.rfind("-", 0) == 0) {
       return errorf("unknown option '", a, "' (see --help)");
     } else if (o.plan.empty()) {
@@ -254,23 +253,30 @@ struct PlanRun {
   std::vector<cuda::StepTiming> timedDecode; // --iters
 #endif
 
-  /// `processes`: this process runs one rank of a multi-process run.
   static Expected<std::unique_ptr<PlanRun>>
   create(const std::string &path, const Options &o,
-         const std::string &backend, Bootstrap *processes = nullptr) {
+         const std::string &backend) {
     auto plan = loadPlanFile(path);
     if (!plan)
       return plan.status();
-    auto shape = generationShape(plan->root());
+    return create(*plan, path, o, backend, nullptr);
+  }
+
+  /// `plan`, loaded from `path`; `processes`: this process runs one rank of
+  /// a multi-process run.
+  static Expected<std::unique_ptr<PlanRun>>
+  create(const LoadedPlan &plan, const std::string &path, const Options &o,
+         const std::string &backend, Bootstrap *processes) {
+    auto shape = generationShape(plan.root());
     if (!shape)
       return errorf(path, ": ", shape.status().message());
     auto run = std::make_unique<PlanRun>();
-    run->plan = *plan;
+    run->plan = plan;
     run->shape = *shape;
     run->backend = backend;
     run->profiling = !o.profile.empty() || !o.trace.empty();
     if (backend == "cpu") {
-      auto runner = ThreadedRunner::create(*plan, o.seed);
+      auto runner = ThreadedRunner::create(plan, o.seed);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
       run->cpu = runner.take();
@@ -284,7 +290,7 @@ struct PlanRun {
       eo.stepTimeoutSeconds = o.timeout;
       eo.profile = run->profiling;
       eo.devices = o.devices;
-      auto runner = cuda::CudaRunner::create(*plan, eo, processes);
+      auto runner = cuda::CudaRunner::create(plan, eo, processes);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
       run->gpu = runner.take();
@@ -300,7 +306,7 @@ struct PlanRun {
         held = run->gpu->heldRanks();
 #endif
       if (held.empty()) // the CPU interpreter: every rank
-        for (int r = 0; r < plan->root().world_size(); ++r)
+        for (int r = 0; r < plan.root().world_size(); ++r)
           held.push_back(r);
       for (int r : held)
         BRAID_RETURN_IF_ERROR(loadCheckpointParameters(
@@ -311,7 +317,7 @@ struct PlanRun {
 #endif
               return run->cpu->rank(r).setParameter(name, std::move(local));
             },
-            *plan, r, *file));
+            plan, r, *file));
     }
     return run;
   }
@@ -506,14 +512,9 @@ Status timeDecode(PlanRun &run, const Options &o,
     return Status::ok();
   if (steps.size() < 2)
     return errorf("--iters times the decode step: give --steps >= 1");
-  const GenerationShape &shape = run.shape;
-  StepInputs inputs;
-  std::vector<int64_t> pos(size_t(shape.batch),
-                           shape.promptLength + int64_t(steps.size()) - 2);
-  inputs["input_ids"] = HostTensor::fromInts(shape.idsType, {shape.batch, 1},
-                                             steps.back().inputIds);
-  inputs["positions"] =
-      HostTensor::fromInts(shape.positionsType, {shape.batch, 1}, pos);
+  StepInputs inputs =
+      stepInputs(run.shape, steps.back().inputIds, 1,
+                 run.shape.promptLength + int64_t(steps.size()) - 2);
   run.timedDecode.clear();
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     auto out = run.runAll("decode", inputs);
@@ -613,29 +614,25 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     return std::optional<Failure>(Failure{std::move(st), phase});
   };
   auto opts = parseArgs(argc, argv);
+  Expected<LoadedPlan> loaded =
+      opts ? loadPlanFile(opts->plan) : Expected<LoadedPlan>(opts.status());
   if (processes) {
-    std::optional<Expected<LoadedPlan>> loaded;
-    if (opts)
-      loaded = loadPlanFile(opts->plan);
-    else
-      loaded = Expected<LoadedPlan>(errorf("no plan loaded"));
-    Status agreed = agreeOnRun(*processes, opts, *loaded);
+    Status agreed = agreeOnRun(*processes, opts, loaded);
     if (!agreed)
       return fail(agreed, Phase::Agreement);
   }
   if (!opts)
     return fail(opts.status(), Phase::Agreement);
+  if (!loaded)
+    return fail(loaded.status(), Phase::Agreement);
   const Options &o = *opts;
   if (o.printPlan) {
-    auto plan = loadPlanFile(o.plan);
-    if (!plan)
-      return fail(plan.status(), Phase::Agreement);
-    printPlan(std::cout, plan->root());
+    printPlan(std::cout, loaded->root());
     return std::nullopt;
   }
 
   // From here on ranks of a multi-process run meet in NCCL collectives.
-  auto created = PlanRun::create(o.plan, o, o.backend, processes);
+  auto created = PlanRun::create(*loaded, o.plan, o, o.backend, processes);
   if (!created)
     return fail(created.status(), Phase::Collective);
   PlanRun *run = created->get();
