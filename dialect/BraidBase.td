@@ -5,6 +5,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Braid_Dialect : Dialect {
   let name = "braid";
@@ -24,6 +25,13 @@ def Braid_Dialect : Dialect {
     `braid.wait` that turns the handle back into the tensor.
   }];
   let useDefaultTypePrinterParser = 1;
+  // `braid.stream` is a dialect attribute: verified wherever it appears.
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The stream an op is issued on in scheduled IR (a non-negative
+    /// integer; on every scheduled op of a function or on none).
+    static constexpr ::llvm::StringLiteral kStreamAttrName = "braid.stream";
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -45,6 +53,18 @@ def Braid_HandleType : TypeDef<Braid_Dialect, "Handle"> {
   }];
   let parameters = (ins "::mlir::Type":$payload);
   let assemblyFormat = "`<` $payload `>`";
+}
+
+def Braid_EventType : TypeDef<Braid_Dialect, "Event"> {
+  let mnemonic = "event";
+  let summary = "A point in one stream that another stream can wait for";
+  let description = [{
+    Produced by `braid.event_record` on the producer's stream and consumed
+    by any number of `braid.event_wait` ops on other streams. Being SSA,
+    an event is recorded before it is waited wherever the IR is valid
+    (dominance), so a scheduled function read top to bottom is always a
+    valid serial execution.
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -72,6 +92,24 @@ def Braid_GeluApprox : I32EnumAttr<"GeluApproximation", "GELU formulation", [
 // Marks the `*_start` half of an asynchronous collective; `braid.wait`
 // accepts only handles produced by an op with this trait.
 def Braid_AsyncStart : NativeOpTrait<"BraidAsyncStart">;
+
+// Side-effect resources: communication (collectives of one rank are issued
+// in a fixed order that every rank must share) and stream order (event
+// record/wait). Declaring them keeps CSE, DCE and canonicalization from
+// merging, dropping or reordering such ops.
+def Braid_CommResource : Resource<"::mlir::braid::CommunicationResource">;
+def Braid_StreamResource : Resource<"::mlir::braid::StreamOrderResource">;
+
+def Braid_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of collective", [
+    I32EnumAttrCase<"all_reduce", 0>,
+    I32EnumAttrCase<"all_gather", 1>,
+    I32EnumAttrCase<"reduce_scatter", 2>,
+    I32EnumAttrCase<"all_to_all", 3>,
+    I32EnumAttrCase<"broadcast", 4>,
+    I32EnumAttrCase<"send", 5>,
+    I32EnumAttrCase<"recv", 6>]> {
+  let cppNamespace = "::mlir::braid";
+}
 
 class Braid_Op<string mnemonic, list<Trait> traits = []>
     : Op<Braid_Dialect, mnemonic, traits>;

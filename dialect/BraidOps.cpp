@@ -64,6 +64,75 @@ LogicalResult mlir::braid::verifyAsyncStartHandle(Operation *op) {
 }
 
 //===----------------------------------------------------------------------===//
+// Streams and the collective interface
+//===----------------------------------------------------------------------===//
+
+/// Streams a plan can name (the runtime keeps per-stream resources).
+static constexpr int64_t kMaxStreams = 256;
+
+std::optional<int64_t> mlir::braid::getStream(Operation *op) {
+  if (auto s = op->getAttrOfType<IntegerAttr>(BraidDialect::kStreamAttrName))
+    return s.getInt();
+  return std::nullopt;
+}
+
+void mlir::braid::setStream(Operation *op, int64_t stream) {
+  op->setAttr(BraidDialect::kStreamAttrName,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), stream));
+}
+
+bool mlir::braid::isUnscheduledOp(Operation *op) {
+  return isa<ParameterOp>(op) || op->hasTrait<OpTrait::IsTerminator>();
+}
+
+/// The nearest op before (or after) `op` in its block that launches work.
+static Operation *scheduledNeighbor(Operation *op, bool forward) {
+  for (Operation *n = forward ? op->getNextNode() : op->getPrevNode(); n;
+       n = forward ? n->getNextNode() : n->getPrevNode())
+    if (!isUnscheduledOp(n))
+      return n;
+  return nullptr;
+}
+
+LogicalResult BraidDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  if (attr.getName() != kStreamAttrName)
+    return success(); // braid.buffers etc.: checked by their readers
+  auto value = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!value || !value.getType().isSignlessInteger(64))
+    return op->emitOpError("braid.stream must be an i64 stream number, got ")
+           << attr.getValue();
+  if (value.getInt() < 0 || value.getInt() >= kMaxStreams)
+    return op->emitOpError("braid.stream must be in [0, ")
+           << kMaxStreams - 1 << "], got " << value.getInt();
+  if (isUnscheduledOp(op))
+    return op->emitOpError("launches no work and takes no braid.stream");
+  // Every scheduled op of a block or none: checking both neighbours of each
+  // op that has one makes the rule hold for the whole block in O(1) per op.
+  for (bool forward : {false, true})
+    if (Operation *n = scheduledNeighbor(op, forward); n && !getStream(n))
+      return op->emitOpError("has a braid.stream but the ")
+             << (forward ? "next" : "previous") << " op '" << n->getName()
+             << "' does not; scheduled IR puts braid.stream on every op "
+                "except parameters and terminators";
+  return success();
+}
+
+Value mlir::braid::detail::sentValue(Operation *op) {
+  return op->getNumOperands() ? op->getOperand(0) : Value();
+}
+
+Type mlir::braid::detail::receivedType(Operation *op) {
+  if (op->hasTrait<OpTrait::BraidAsyncStart>()) {
+    Type payload = cast<HandleType>(op->getResult(0).getType()).getPayload();
+    return isa<NoneType>(payload) ? Type() : payload;
+  }
+  return op->getNumResults() ? op->getResult(0).getType() : Type();
+}
+
+#include "dialect/BraidInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
 // DeviceGroupOp / ParameterOp
 //===----------------------------------------------------------------------===//
 

@@ -19,6 +19,33 @@
 #include "dialect/BraidTypes.h.inc"
 
 namespace mlir::braid {
+/// Side-effect resource of collectives: the order in which a rank issues
+/// them is part of the program (every rank must issue the same sequence).
+struct CommunicationResource
+    : public SideEffects::Resource::Base<CommunicationResource> {
+  StringRef getName() final { return "braid.communication"; }
+};
+/// Side-effect resource of event record/wait: the order of a stream.
+struct StreamOrderResource
+    : public SideEffects::Resource::Base<StreamOrderResource> {
+  StringRef getName() final { return "braid.stream_order"; }
+};
+
+namespace detail {
+/// CollectiveOpInterface defaults: the tensor operand a collective sends
+/// (null for recv) and the tensor type it yields (null for send).
+Value sentValue(Operation *op);
+Type receivedType(Operation *op);
+} // namespace detail
+
+/// The `braid.stream` of `op`, or nullopt when the op carries none.
+std::optional<int64_t> getStream(Operation *op);
+/// Sets `op`'s `braid.stream`.
+void setStream(Operation *op, int64_t stream);
+/// True for ops that launch no work and so carry no stream: parameters
+/// (runtime-owned) and terminators.
+bool isUnscheduledOp(Operation *op);
+
 /// Checks the rule every `*_start` op obeys: its handle is consumed by
 /// exactly one `braid.wait`.
 LogicalResult verifyAsyncStartHandle(Operation *op);
@@ -34,6 +61,8 @@ public:
   }
 };
 } // namespace mlir::OpTrait
+
+#include "dialect/BraidInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialect/BraidOps.h.inc"

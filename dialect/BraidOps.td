@@ -8,6 +8,37 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
 //===----------------------------------------------------------------------===//
+// Interfaces
+//===----------------------------------------------------------------------===//
+
+def Braid_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
+  let cppNamespace = "::mlir::braid";
+  let description = [{
+    Every collective, synchronous or the start of an asynchronous one:
+    its group, its kind, whether it is async, and the tensor it moves. Code
+    that treats collectives alike (export, cost, stats, scheduling) asks
+    this interface instead of switching over op classes.
+  }];
+  let methods = [
+    InterfaceMethod<"The device group the collective runs over.",
+      "::mlir::FlatSymbolRefAttr", "getGroupAttr">,
+    InterfaceMethod<"What the collective does.",
+      "::mlir::braid::CollectiveKind", "getCollectiveKind", (ins), [{}],
+      [{ return ConcreteOp::kCollectiveKind; }]>,
+    InterfaceMethod<"True for the `*_start` half of an async collective.",
+      "bool", "isAsyncStart", (ins), [{}],
+      [{ return ConcreteOp::template hasTrait<::mlir::OpTrait::BraidAsyncStart>(); }]>,
+    InterfaceMethod<"The tensor this rank contributes (null for recv).",
+      "::mlir::Value", "getSentValue", (ins), [{}],
+      [{ return ::mlir::braid::detail::sentValue($_op.getOperation()); }]>,
+    InterfaceMethod<[{The tensor type this rank receives: the result, or the
+        payload of the start's handle; null for send.}],
+      "::mlir::Type", "getReceivedType", (ins), [{}],
+      [{ return ::mlir::braid::detail::receivedType($_op.getOperation()); }]>,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Device groups
 //===----------------------------------------------------------------------===//
 
@@ -325,20 +356,34 @@ def Braid_ReshapeOp : Braid_Op<"reshape", [Pure]> {
 // Collectives
 //===----------------------------------------------------------------------===//
 
+// Collectives read and write the communication resource: they are issued
+// in program order on every rank and must never be merged or reordered by
+// generic transformations.
+def Braid_CommEffects : MemoryEffects<[MemRead<Braid_CommResource>,
+                                       MemWrite<Braid_CommResource>]>;
+
+class Braid_CollectiveKindDecl<string kind> {
+  code decl = "static constexpr ::mlir::braid::CollectiveKind kCollectiveKind = "
+              "::mlir::braid::CollectiveKind::" # kind # ";";
+}
+
 // A collective over a tensor, in its synchronous form (`Op`) and as the
 // start of its asynchronous form (`StartOp`). Both share arguments,
 // assembly and the shape rules (checked once in BraidOps.cpp).
 multiclass Braid_TensorCollective<string mn, dag extraArgs, string fmt,
                                   string summaryText, string descr> {
-  def Op : Braid_Op<mn, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  def Op : Braid_Op<mn, [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                         Braid_CollectiveOpInterface, Braid_CommEffects]> {
     let summary = summaryText;
     let description = descr;
     let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
     let results = (outs AnyStaticShapeTensor:$result);
     let assemblyFormat = fmt # " attr-dict `:` type($input) `->` type($result)";
+    let extraClassDeclaration = Braid_CollectiveKindDecl<mn>.decl;
   }
   def StartOp : Braid_Op<mn # "_start", [Braid_AsyncStart,
-      DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+      DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+      Braid_CollectiveOpInterface, Braid_CommEffects]> {
     let summary = "Starts an asynchronous `braid." # mn # "`";
     let description = "Same operands, attributes and shape rules as `braid." # mn #
         "`; returns a handle whose payload is the result type. Exactly one "
@@ -346,6 +391,7 @@ multiclass Braid_TensorCollective<string mn, dag extraArgs, string fmt,
     let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
     let results = (outs Braid_HandleType:$handle);
     let assemblyFormat = fmt # " attr-dict `:` type($input) `->` qualified(type($handle))";
+    let extraClassDeclaration = Braid_CollectiveKindDecl<mn>.decl;
   }
 }
 
@@ -418,7 +464,9 @@ defm Braid_Broadcast : Braid_TensorCollective<"broadcast",
     ```
   }]>;
 
-def Braid_SendOp : Braid_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Braid_SendOp : Braid_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Braid_CollectiveOpInterface, Braid_CommEffects]> {
+  let extraClassDeclaration = Braid_CollectiveKindDecl<"send">.decl;
   let summary = "Send a tensor to one rank of the group";
   let description = [{
     Point-to-point send to rank `peer` of the group; pairs with a
@@ -433,7 +481,9 @@ def Braid_SendOp : Braid_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInter
 }
 
 def Braid_SendStartOp : Braid_Op<"send_start", [Braid_AsyncStart,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Braid_CollectiveOpInterface, Braid_CommEffects]> {
+  let extraClassDeclaration = Braid_CollectiveKindDecl<"send">.decl;
   let summary = "Starts an asynchronous `braid.send`";
   let description = [{
     Returns `!braid.handle<none>`; the matching `braid.wait` has no result.
@@ -448,7 +498,9 @@ def Braid_SendStartOp : Braid_Op<"send_start", [Braid_AsyncStart,
   let assemblyFormat = "$input `to` $peer `on` $group attr-dict `:` type($input) `->` qualified(type($handle))";
 }
 
-def Braid_RecvOp : Braid_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Braid_RecvOp : Braid_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Braid_CollectiveOpInterface, Braid_CommEffects]> {
+  let extraClassDeclaration = Braid_CollectiveKindDecl<"recv">.decl;
   let summary = "Receive a tensor from one rank of the group";
   let description = [{
     ```mlir
@@ -461,7 +513,9 @@ def Braid_RecvOp : Braid_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInter
 }
 
 def Braid_RecvStartOp : Braid_Op<"recv_start", [Braid_AsyncStart,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    Braid_CollectiveOpInterface, Braid_CommEffects]> {
+  let extraClassDeclaration = Braid_CollectiveKindDecl<"recv">.decl;
   let summary = "Starts an asynchronous `braid.recv`";
   let description = [{
     ```mlir
@@ -474,12 +528,16 @@ def Braid_RecvStartOp : Braid_Op<"recv_start", [Braid_AsyncStart,
   let assemblyFormat = "`from` $peer `on` $group attr-dict `:` qualified(type($handle))";
 }
 
-def Braid_WaitOp : Braid_Op<"wait"> {
+def Braid_WaitOp : Braid_Op<"wait", [Braid_CommEffects]> {
   let summary = "Complete an asynchronous collective";
   let description = [{
     Waits for the collective started by the `*_start` op that produced
     `handle` and yields its result (nothing for `send_start`). Each handle
-    is waited exactly once.
+    is waited exactly once. In scheduled IR the wait's stream is the one
+    that waits: ops after it on that stream see the collective complete
+    (the exporter lowers a wait on another stream than its start to an
+    event). Until its wait the collective may still be reading its input
+    and writing its result.
 
     ```mlir
     %y = braid.wait %h : !braid.handle<tensor<8x64xbf16>> -> tensor<8x64xbf16>
@@ -489,6 +547,47 @@ def Braid_WaitOp : Braid_Op<"wait"> {
   let results = (outs Optional<AnyStaticShapeTensor>:$result);
   let assemblyFormat = "$handle attr-dict `:` qualified(type($handle)) (`->` type($result)^)?";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-stream ordering
+//===----------------------------------------------------------------------===//
+
+def Braid_EventRecordOp : Braid_Op<"event_record", [
+    MemoryEffects<[MemRead<Braid_StreamResource>, MemWrite<Braid_StreamResource>]>]> {
+  let summary = "Marks the current point of this op's stream";
+  let description = [{
+    Yields an event that completes when every op issued before it on its
+    stream (`braid.stream`) has completed. A `braid.event_wait` on another
+    stream makes that stream wait for it: this is how scheduled IR orders
+    work across streams (`cudaEventRecord`).
+
+    ```mlir
+    %y = braid.silu %x {braid.stream = 0 : i64} : tensor<4x64xf32>
+    %e = braid.event_record {braid.stream = 0 : i64}
+    braid.event_wait %e {braid.stream = 1 : i64}
+    %h = braid.all_reduce_start sum %y on @tp {braid.stream = 1 : i64} : tensor<4x64xf32> -> !braid.handle<tensor<4x64xf32>>
+    ```
+  }];
+  let results = (outs Braid_EventType:$event);
+  let assemblyFormat = "attr-dict";
+}
+
+def Braid_EventWaitOp : Braid_Op<"event_wait", [
+    MemoryEffects<[MemRead<Braid_StreamResource>, MemWrite<Braid_StreamResource>]>]> {
+  let summary = "Makes this op's stream wait for an event";
+  let description = [{
+    Ops issued after it on its stream (`braid.stream`) start only once the
+    event's stream has reached the `braid.event_record` that produced
+    `event` (`cudaStreamWaitEvent`). Dominance guarantees the record comes
+    first in block order.
+
+    ```mlir
+    braid.event_wait %e {braid.stream = 1 : i64}
+    ```
+  }];
+  let arguments = (ins Braid_EventType:$event);
+  let assemblyFormat = "$event attr-dict";
 }
 
 #endif // BRAID_OPS_TD

@@ -45,10 +45,18 @@ std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {
   std::optional<unsigned> slot = stateArgumentOf(cache);
   if (!slot)
     return std::nullopt;
-  // In place only when no later op still reads the old cache contents.
-  for (Operation *user : cache.getUsers())
-    if (user != attention && attention->isBeforeInBlock(user))
+  // In place only when no later op still reads the old cache contents. An
+  // async collective reads its input until its wait, so a start before the
+  // attention whose wait comes after it is such a reader too.
+  for (Operation *user : cache.getUsers()) {
+    Operation *lastRead = user;
+    if (user->hasTrait<OpTrait::BraidAsyncStart>())
+      for (Operation *wait : user->getResult(0).getUsers())
+        if (lastRead->isBeforeInBlock(wait))
+          lastRead = wait;
+    if (user != attention && attention->isBeforeInBlock(lastRead))
       return std::nullopt;
+  }
   // Both caches of one attention must not share a slot.
   if (result.getResultNumber() == 2 &&
       stateArgumentOf(attention->getResult(1)) == slot)

@@ -111,4 +111,81 @@ def BraidEstimatePass : Pass<"braid-estimate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
+  let summary = "Order every cross-stream dependency with the fewest event "
+                "record/wait pairs";
+  let description = [{
+    For a scheduled function (`braid.stream` on its ops), finds every pair
+    of ops on different streams that must be ordered and is not yet: a value
+    produced on one stream and used on another, bytes reused across streams
+    once memory is planned, a state slot updated in place, a collective
+    result read after its `braid.wait` on another stream, and collectives of
+    different communicators (which may deadlock when they run concurrently,
+    unless `concurrent-communicators`). For each op it keeps only the
+    latest predecessor per stream, drops any that another kept predecessor
+    already orders (transitive reduction), and orders the rest with a
+    `braid.event_record` right after the predecessor and a
+    `braid.event_wait` right before the op. Pairs that stream order or an
+    earlier event already order get nothing. Functions without streams are
+    left alone.
+
+    Before:
+    ```mlir
+    %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4xf32>
+    %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4xf32>
+    ```
+    After:
+    ```mlir
+    %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4xf32>
+    %e = braid.event_record {braid.stream = 0 : i64}
+    braid.event_wait %e {braid.stream = 1 : i64}
+    %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4xf32>
+    ```
+    A dependency no event can satisfy (an op touching the bytes of a
+    collective that is still in flight, or a collective issued while one of
+    another communicator is in flight) is an error naming both ops.
+  }];
+  let options = [
+    Option<"concurrentCommunicators", "concurrent-communicators", "bool",
+           "false",
+           "The target runs collectives of different communicators "
+           "concurrently without deadlock; do not order them">,
+  ];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+}
+
+def BraidVerifySchedulePass : Pass<"braid-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Prove a scheduled function race-free and hang-free, or "
+                "refuse it naming the unordered ops";
+  let description = [{
+    Happens-before is stream order plus `braid.event_wait` -> its
+    `braid.event_record` and `braid.wait` -> its start, closed
+    transitively (vector clocks; O(ops x streams)). The pass checks:
+
+    - race freedom: every two accesses to the same bytes, at least one a
+      write, are ordered. Bytes are the arena ranges `braid-plan-memory`
+      assigned (so buffer reuse is checked), state slots (in-place KV
+      cache updates and the copy-back at the end) and, before memory
+      planning, each value's own storage. An async collective reads its
+      input and writes its result at any time until its `braid.wait`: no
+      op may touch those bytes in between, and afterwards only ops ordered
+      after the wait;
+    - hang freedom: every handle is waited exactly once (the dialect
+      verifier), collectives of one communicator (group, stream) are issued
+      in stream order, and a collective of another communicator begins only
+      after the previous one has completed (its wait), unless
+      `concurrent-communicators`: NCCL kernels of two communicators
+      launched in different orders on different ranks can deadlock.
+
+    Errors name both ops, their streams and the bytes. The IR is unchanged.
+  }];
+  let options = [
+    Option<"concurrentCommunicators", "concurrent-communicators", "bool",
+           "false",
+           "The target runs collectives of different communicators "
+           "concurrently without deadlock">,
+  ];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+}
+
 #endif // BRAID_PASSES_TD

@@ -7,11 +7,13 @@
 void braid::buildDefaultPipeline(mlir::OpPassManager &pm) {
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
+  // Nothing leaves the compiler unless its schedule is proven safe.
+  pm.addPass(mlir::braid::createBraidVerifySchedulePass());
 }
 
 void braid::registerPipelines() {
   mlir::PassPipelineRegistration<>(
       "braid-default-pipeline",
-      "braid-compile's pipeline: simplify, then plan memory",
+      "braid-compile's pipeline: simplify, plan memory, verify the schedule",
       [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
 }

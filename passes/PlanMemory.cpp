@@ -1,6 +1,7 @@
 //===- PlanMemory.cpp - braid-plan-memory ---------------------------------===//
 #include "passes/MemoryPlan.h"
 #include "passes/Passes.h"
+#include "passes/analysis/ScheduleAnalysis.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -15,7 +16,7 @@ using namespace mlir::braid;
 
 namespace {
 struct BraidPlanMemoryPass
-    : public braid::impl::BraidPlanMemoryPassBase<BraidPlanMemoryPass> {
+    : public mlir::braid::impl::BraidPlanMemoryPassBase<BraidPlanMemoryPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -28,8 +29,18 @@ struct BraidPlanMemoryPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      FailureOr<FunctionMemoryPlan> plan =
-          planFunctionMemory(func, reuse, alignment);
+      // Bytes are reused only when every access of the old buffer
+      // happens-before the new definition across streams and events.
+      auto schedule = buildFunctionSchedule(func, /*memory=*/nullptr);
+      if (failed(schedule))
+        return signalPassFailure();
+      ::braid::sched::HappensBefore hb(schedule->numStreams);
+      if (!hb.build(schedule->sched)) {
+        func.emitOpError("has a malformed schedule");
+        return signalPassFailure();
+      }
+      FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(
+          func, reuse, alignment, happensBeforeOrdering(func, *schedule, hb));
       if (failed(plan))
         return signalPassFailure();
       attachMemoryPlan(func, *plan);

@@ -1,11 +1,13 @@
 //===- PlanLoader.cpp - Load and verify a FlatBuffers plan ----------------===//
 #include "runtime/PlanLoader.h"
 #include "runtime/HostTensor.h"
+#include "runtime/ScheduleCheck.h"
 
 #include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 
 using namespace braid::rt;
@@ -739,7 +741,122 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
   return Status::ok();
 }
 
-Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes) {
+namespace {
+/// The plan-level twin of braid-verify-schedule: streams, events and waits
+/// must order every pair of accesses to the same bytes (one a write) and
+/// every two collectives of different communicators. Runs on a plan that
+/// passed the semantic checks, so every index is in range.
+Status checkFunctionSchedule(const braid::plan::Function &f) {
+  namespace sched = braid::sched;
+  unsigned n = f.ops() ? f.ops()->size() : 0;
+  std::vector<sched::SchedOp> ops(n + 1); // + the join before results
+  std::vector<sched::OpAccesses> accesses(n + 1);
+  std::vector<sched::CollectiveUse> collectives;
+  std::vector<int> lastRecorder(size_t(f.num_events()), -1);
+  std::vector<int> startOf(size_t(f.num_handles()), -1);
+  std::vector<int> waitOf(size_t(f.num_handles()), -1);
+  for (unsigned i = 0; i < n; ++i) {
+    const braid::plan::Op *op = f.ops()->Get(i);
+    if (op->opcode() == OpCode::Wait)
+      waitOf[size_t(op->handle())] = int(i);
+  }
+  auto location = [&](int t, bool write) -> std::optional<sched::Access> {
+    const braid::plan::Tensor *x = f.tensors()->Get(unsigned(t));
+    Shape shape = x->shape() ? Shape(x->shape()->begin(), x->shape()->end())
+                             : Shape{};
+    int64_t bytes = std::max<int64_t>(
+        numElements(shape) * int64_t(dtypeSize(x->dtype())), 1);
+    switch (x->kind()) {
+    case TensorKind::Parameter:
+      return std::nullopt; // read-only
+    case TensorKind::State:
+      return sched::Access{1 + int64_t(x->ref()), 0, bytes, write};
+    default:
+      return sched::Access{0, x->buffer_offset(), x->buffer_offset() + bytes,
+                           write};
+    }
+  };
+  std::vector<int> lastOfStream(size_t(f.num_streams()), -1);
+  for (unsigned i = 0; i < n; ++i) {
+    const braid::plan::Op *op = f.ops()->Get(i);
+    sched::SchedOp &so = ops[i];
+    sched::OpAccesses &acc = accesses[i];
+    so.stream = op->stream();
+    lastOfStream[size_t(so.stream)] = int(i);
+    if (op->wait_events())
+      for (int e : *op->wait_events())
+        so.after.push_back(lastRecorder[size_t(e)]);
+    bool start = arityOf(op->opcode()).asyncStart;
+    if (op->opcode() == OpCode::Wait)
+      so.after.push_back(startOf[size_t(op->handle())]);
+    if (op->operands())
+      for (int t : *op->operands())
+        if (auto a = location(t, false))
+          acc.accesses.push_back(*a);
+    if (op->results())
+      for (int t : *op->results())
+        if (auto a = location(t, true))
+          acc.accesses.push_back(*a);
+    if (start) {
+      startOf[size_t(op->handle())] = int(i);
+      acc.inFlightUntil = waitOf[size_t(op->handle())];
+    }
+    if (arityOf(op->opcode()).collective)
+      collectives.push_back(
+          {int(i), start ? waitOf[size_t(op->handle())] : int(i), op->group()});
+    if (op->record_events())
+      for (int e : *op->record_events())
+        lastRecorder[size_t(e)] = int(i);
+  }
+  // The runtime joins every stream, reads the outputs and copies state back.
+  for (int last : lastOfStream)
+    if (last >= 0)
+      ops[n].after.push_back(last);
+  if (f.outputs())
+    for (const braid::plan::Binding *b : *f.outputs())
+      if (auto a = location(b->tensor(), false))
+        accesses[n].accesses.push_back(*a);
+  if (f.state())
+    for (const braid::plan::StateBinding *b : *f.state()) {
+      if (auto a = location(b->output(), false))
+        accesses[n].accesses.push_back(*a);
+      const braid::plan::Tensor *out = f.tensors()->Get(unsigned(b->output()));
+      if (out->kind() != TensorKind::State || out->ref() != b->slot())
+        if (auto a = location(b->input(), true))
+          accesses[n].accesses.push_back(*a);
+    }
+  sched::CheckOptions options;
+  options.maxConflicts = 1;
+  auto conflicts = sched::findConflicts(ops, f.num_streams(), accesses,
+                                        collectives, options);
+  if (conflicts.empty())
+    return Status::ok();
+  const sched::Conflict &c = conflicts.front();
+  auto name = [&](int i) -> std::string {
+    if (unsigned(i) >= n)
+      return "the end of the function";
+    const braid::plan::Op *op = f.ops()->Get(unsigned(i));
+    return "op " + std::to_string(i) + " (" + opcodeName(op->opcode()) +
+           ", stream " + std::to_string(op->stream()) + ")";
+  };
+  std::string what =
+      c.kind == sched::Conflict::Race
+          ? "both access bytes [" + std::to_string(c.access.begin) + ", " +
+                std::to_string(c.access.end) + ") of " +
+                (c.access.space == 0
+                     ? std::string("the arena")
+                     : "state slot " + std::to_string(c.access.space - 1)) +
+                " and at least one writes"
+          : std::string("collectives of two communicators may run "
+                        "concurrently and deadlock");
+  return errorf("function '", f.name()->str(), "': ", name(c.first), " and ",
+                name(c.second), " are not ordered by streams, events or "
+                "waits: ", what);
+}
+} // namespace
+
+Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes,
+                                         const LoadOptions &options) {
   if (bytes.size() < 8)
     return errorf("plan is truncated: ", bytes.size(),
                   " bytes is smaller than a FlatBuffers header");
@@ -757,16 +874,20 @@ Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes) {
   lp.bytes_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   lp.root_ = plan::GetPlan(lp.bytes_->data());
   BRAID_RETURN_IF_ERROR(checkPlanSemantics(*lp.root_));
+  if (options.checkSchedule && lp.root_->functions())
+    for (const braid::plan::Function *f : *lp.root_->functions())
+      BRAID_RETURN_IF_ERROR(checkFunctionSchedule(*f));
   return lp;
 }
 
-Expected<LoadedPlan> braid::rt::loadPlanFile(const std::string &path) {
+Expected<LoadedPlan> braid::rt::loadPlanFile(const std::string &path,
+                                             const LoadOptions &options) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return errorf("cannot open plan '", path, "'");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
-  auto plan = loadPlan(std::move(bytes));
+  auto plan = loadPlan(std::move(bytes), options);
   if (!plan)
     return errorf(path, ": ", plan.status().message());
   return plan;

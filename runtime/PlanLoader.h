@@ -26,6 +26,8 @@ namespace braid::rt {
 /// Bumped whenever plan.fbs changes meaning; must equal Plan.version.
 constexpr uint32_t kPlanFormatVersion = 1;
 
+struct LoadOptions;
+
 /// A verified plan; owns its bytes and is cheap to copy (shared).
 class LoadedPlan {
 public:
@@ -36,15 +38,27 @@ public:
   const plan::Function *function(std::string_view name) const;
 
 private:
-  friend Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes);
+  friend Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes,
+                                       const LoadOptions &options);
   std::shared_ptr<const std::vector<uint8_t>> bytes_;
   const plan::Plan *root_ = nullptr;
 };
 
+struct LoadOptions {
+  /// Refuse a plan whose cross-stream accesses, arena reuse or collective
+  /// order are not ordered by its streams, events and waits (the plan-level
+  /// twin of braid-verify-schedule). Off only for tests that must run a
+  /// deliberately unsafe plan (e.g. to show what the strict interpreter
+  /// does with it).
+  bool checkSchedule = true;
+};
+
 /// Verifies and takes ownership of a serialized plan.
-Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes);
+Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes,
+                              const LoadOptions &options = {});
 /// Reads `path` and loads it; errors name the file.
-Expected<LoadedPlan> loadPlanFile(const std::string &path);
+Expected<LoadedPlan> loadPlanFile(const std::string &path,
+                                  const LoadOptions &options = {});
 
 /// The semantic checks alone, on an already Verifier-checked plan.
 Status checkPlanSemantics(const plan::Plan &plan);

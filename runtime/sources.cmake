@@ -2,6 +2,7 @@
 # and the standalone fuzz build (fuzz/CMakeLists.txt), so a new runtime file
 # is listed once.
 set(BRAID_RUNTIME_SOURCES
+  ScheduleCheck.cpp
   PlanLoader.cpp
   PlanText.cpp
   Generation.cpp
@@ -22,3 +23,7 @@ set(BRAID_RUNTIME_SOURCES
   cpu/Layout.cpp
   cpu/ShapeRules.cpp
 )
+
+# The schedule checker alone (no FlatBuffers, no MLIR): the compiler's
+# analyses link it too, so compiler and loader prove safety the same way.
+set(BRAID_SCHEDULE_SOURCES ScheduleCheck.cpp)

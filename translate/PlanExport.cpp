@@ -9,6 +9,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::braid;
 namespace plan = ::braid::plan;
@@ -311,12 +313,34 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
   }
 
   auto &ops = out->ops;
+  int numEvents = 0;
+  llvm::DenseMap<Value, int> eventIds;
+  std::map<int64_t, int> lastOpOfStream;              // plan op index
+  std::map<int64_t, std::vector<int>> pendingWaits;   // events per stream
+  llvm::DenseMap<Value, std::pair<int, int64_t>> startOf; // handle -> op, stream
   for (Operation &op : func.getBody().front()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
       auto index = parameterIndex(param);
       if (failed(index))
         return failure();
       fx.roles[param.getResult()] = {plan::TensorKind::Parameter, *index};
+      continue;
+    }
+    // Events are attributes of plan ops: a record marks the last op issued
+    // so far on its stream, a wait holds back the next op on its stream.
+    if (auto record = dyn_cast<EventRecordOp>(op)) {
+      auto last = lastOpOfStream.find(getStream(&op).value_or(0));
+      if (last == lastOpOfStream.end())
+        continue; // nothing issued yet: the event is complete already
+      int id = numEvents++;
+      ops[size_t(last->second)]->record_events.push_back(id);
+      eventIds[record.getEvent()] = id;
+      continue;
+    }
+    if (auto wait = dyn_cast<EventWaitOp>(op)) {
+      auto id = eventIds.find(wait.getEvent());
+      if (id != eventIds.end())
+        pendingWaits[getStream(&op).value_or(0)].push_back(id->second);
       continue;
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -506,16 +530,28 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
             });
     if (failed(ok))
       return failure();
-    // Scheduled IR names each op's stream (the scheduling passes' contract,
-    // shared with braid-estimate); unscheduled IR runs on stream 0.
-    if (auto stream = op.getAttrOfType<IntegerAttr>("braid.stream")) {
-      if (stream.getInt() < 0 || stream.getInt() > 255)
-        return op.emitOpError("braid.stream must be in [0, 255], got ")
-                   << stream.getInt(),
-               failure();
-      o->stream = int(stream.getInt());
-      out->num_streams = std::max(out->num_streams, o->stream + 1);
+    // Scheduled IR names each op's stream (verified by the dialect);
+    // unscheduled IR runs on stream 0.
+    int64_t stream = getStream(&op).value_or(0);
+    o->stream = int(stream);
+    out->num_streams = std::max(out->num_streams, o->stream + 1);
+    if (auto waits = pendingWaits.find(stream); waits != pendingWaits.end()) {
+      o->wait_events = std::move(waits->second);
+      pendingWaits.erase(waits);
     }
+    if (isStart)
+      startOf[op.getResult(0)] = {int(ops.size()), stream};
+    // A wait on another stream than its start waits for the collective
+    // through an event recorded right after the start.
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      auto [startIndex, startStream] = startOf.lookup(wait.getHandle());
+      if (startStream != stream) {
+        int id = numEvents++;
+        ops[size_t(startIndex)]->record_events.push_back(id);
+        o->wait_events.push_back(id);
+      }
+    }
+    lastOpOfStream[stream] = int(ops.size());
 
     if (!isa<WaitOp>(op)) {
       for (Value operand : op.getOperands()) {
@@ -547,6 +583,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
     ops.push_back(std::move(o));
   }
   out->num_handles = fx.numHandles();
+  out->num_events = numEvents;
   plan_.functions.push_back(std::move(out));
   return success();
 }

@@ -777,3 +777,83 @@ func.func @f(%x: tensor<4x8xbf16>) {
   %0 = braid.wait %h : !braid.handle<tensor<1x8xbf16>> -> tensor<4x8xbf16>
   return
 }
+
+// -----
+
+// Streams: an i64 in [0, 255], on every scheduled op of a block or none.
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.silu' op braid.stream must be an i64 stream number, got "comm"}}
+  %a = braid.silu %x {braid.stream = "comm"} : tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.silu' op braid.stream must be in [0, 255], got -1}}
+  %a = braid.silu %x {braid.stream = -1 : i64} : tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.silu' op braid.stream must be in [0, 255], got 2000000000}}
+  %a = braid.silu %x {braid.stream = 2000000000 : i64} : tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.silu' op braid.stream must be an i64 stream number, got 1 : i32}}
+  %a = braid.silu %x {braid.stream = 1 : i32} : tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = braid.silu %x : tensor<4xf32>
+  // expected-error@+1 {{'braid.gelu' op has a braid.stream but the previous op 'braid.silu' does not; scheduled IR puts braid.stream on every op except parameters and terminators}}
+  %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.silu' op has a braid.stream but the next op 'braid.gelu' does not}}
+  %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4xf32>
+  %b = braid.gelu none %a : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+func.func @f() -> tensor<4xf32> {
+  // expected-error@+1 {{'braid.parameter' op launches no work and takes no braid.stream}}
+  %w = braid.parameter "w" full [4] {braid.stream = 0 : i64} : tensor<4xf32>
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+// Events: a wait needs an event value; only event_record makes one.
+// expected-note@+1 {{prior use here}}
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = braid.event_record {braid.stream = 0 : i64}
+  // expected-error@+1 {{use of value '%x' expects different type than prior uses: '!braid.event' vs 'tensor<4xf32>'}}
+  braid.event_wait %x {braid.stream = 1 : i64}
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{operand #0 does not dominate this use}}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  // expected-note@+1 {{operand defined here}}
+  %e = braid.event_record {braid.stream = 0 : i64}
+  return %x : tensor<4xf32>
+}

@@ -130,3 +130,18 @@ func.func @async_collectives(%x: tensor<2x16x512xbf16>, %ids: tensor<2x16xi32>, 
   %6 = braid.wait %h6 : !braid.handle<tensor<2x16x512xbf16>> -> tensor<2x16x512xbf16>
   return
 }
+
+// Scheduled IR: every op carries braid.stream; an event orders stream 1
+// after stream 0's silu.
+// CHECK-LABEL: func.func @streams_and_events
+// CHECK: %[[A:.*]] = braid.silu %{{.*}} {braid.stream = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: %[[E:.*]] = braid.event_record {braid.stream = 0 : i64}
+// CHECK-NEXT: braid.event_wait %[[E]] {braid.stream = 1 : i64}
+// CHECK-NEXT: braid.gelu none %[[A]] {braid.stream = 1 : i64} : tensor<4xf32>
+func.func @streams_and_events(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4xf32>
+  return %b : tensor<4xf32>
+}

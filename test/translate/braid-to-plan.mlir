@@ -79,14 +79,18 @@ func.func @prefill(%ids: tensor<1x4xi32> {braid.input = "input_ids"}, %pos: tens
 }
 
 // A function that leaves the state alone binds it to itself. `braid.stream`
-// (scheduled IR) becomes the op's stream.
-// CHECK-LABEL: func "decode" arena 768 streams 2 events 0 handles 0
-// CHECK: %[[A:[0-9]+]] = silu %0 {stream = 1}
-// CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = tanh}
+// (scheduled IR) becomes the op's stream, and an event record/wait pair
+// becomes the recording op's `record_events` and the next op's
+// `wait_events` on the waiting stream.
+// CHECK-LABEL: func "decode" arena 768 streams 2 events 1 handles 0
+// CHECK: %[[A:[0-9]+]] = silu %0 {stream = 1, record_events = [0]}
+// CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = tanh, wait_events = [0]}
 // CHECK: state 0 %1 -> %1 (unchanged)
 func.func @decode(%x: tensor<1x8xbf16> {braid.input = "x"}, %kc: tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) -> (tensor<1x8xbf16> {braid.output = "y"}, tensor<1x16x1x4xbf16> {braid.state = "k_cache"}) {
   %a = braid.silu %x {braid.stream = 1 : i64} : tensor<1x8xbf16>
-  %b = braid.gelu tanh %a : tensor<1x8xbf16>
+  %e = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e {braid.stream = 0 : i64}
+  %b = braid.gelu tanh %a {braid.stream = 0 : i64} : tensor<1x8xbf16>
   return %b, %kc : tensor<1x8xbf16>, tensor<1x16x1x4xbf16>
 }
 

@@ -1,0 +1,116 @@
+//===- InsertEvents.cpp - braid-insert-events -----------------------------===//
+#include "passes/Passes.h"
+#include "passes/analysis/ScheduleAnalysis.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace mlir::braid {
+#define GEN_PASS_DEF_BRAIDINSERTEVENTSPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::braid
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace sched = ::braid::sched;
+
+namespace {
+struct BraidInsertEventsPass
+    : public mlir::braid::impl::BraidInsertEventsPassBase<BraidInsertEventsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      bool scheduled = false;
+      func.walk([&](Operation *op) { scheduled |= getStream(op).has_value(); });
+      if (scheduled && failed(insertEvents(func)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult insertEvents(func::FuncOp func) {
+    auto memory = attachedMemoryPlan(func);
+    if (failed(memory))
+      return failure();
+    auto s = buildFunctionSchedule(func, *memory ? &**memory : nullptr);
+    if (failed(s))
+      return failure();
+    sched::CheckOptions options;
+    options.concurrentCommunicators = concurrentCommunicators;
+    sched::ScheduleChecker checker(s->numStreams, s->accesses, s->collectives,
+                                   options);
+    const sched::HappensBefore &hb = checker.happensBefore();
+    // waitsFor[i]: the ops op i must wait for through an event.
+    std::vector<SmallVector<int>> waitsFor(s->ops.size());
+    for (size_t i = 0; i < s->ops.size(); ++i) {
+      if (!checker.append(s->sched[i]))
+        return s->ops[i]->emitOpError("has a malformed schedule"), failure();
+      std::vector<sched::Conflict> conflicts;
+      checker.conflicts(conflicts);
+      // Per predecessor stream only the latest op matters (stream order
+      // covers the earlier ones).
+      std::map<int, int> latest;
+      for (const sched::Conflict &c : conflicts) {
+        if (!c.repairable)
+          return s->ops[i]->emitOpError("cannot be ordered with '")
+                     << s->ops[size_t(c.first)]->getName()
+                     << "' by an event: "
+                     << (c.kind == sched::Conflict::Race
+                             ? "it touches the bytes of a collective that "
+                               "is still in flight"
+                             : "a collective of another communicator is "
+                               "still in flight")
+                     << "; the schedule must move its wait",
+                 failure();
+        int &best = latest[hb.stream(c.first)];
+        if (best == 0 || hb.position(c.first) > hb.position(best - 1))
+          best = c.first + 1;
+      }
+      SmallVector<int> candidates;
+      for (auto [stream, op] : latest)
+        candidates.push_back(op - 1);
+      // Transitive reduction: a candidate another one already orders after
+      // is covered by waiting for that one.
+      for (int c : candidates) {
+        bool covered = llvm::any_of(candidates, [&](int d) {
+          return d != c && hb.before(c, d);
+        });
+        if (!covered) {
+          checker.addAfter(c);
+          waitsFor[i].push_back(c);
+        }
+      }
+      checker.commit();
+    }
+    materialize(*s, waitsFor);
+    return success();
+  }
+
+  /// One event_record right after each op some op waits for, one
+  /// event_wait right before each waiting op per predecessor.
+  static void materialize(const FunctionSchedule &s,
+                          const std::vector<SmallVector<int>> &waitsFor) {
+    llvm::DenseMap<int, Value> events;
+    for (size_t i = 0; i < waitsFor.size(); ++i) {
+      for (int a : waitsFor[i]) {
+        Value &event = events[a];
+        Operation *producer = s.ops[size_t(a)];
+        if (!event) {
+          OpBuilder b(producer->getContext());
+          b.setInsertionPointAfter(producer);
+          auto record = EventRecordOp::create(b, producer->getLoc());
+          setStream(record, s.sched[size_t(a)].stream);
+          event = record.getEvent();
+        }
+        Operation *consumer = s.ops[i];
+        OpBuilder b(consumer);
+        auto wait = EventWaitOp::create(b, consumer->getLoc(), event);
+        setStream(wait, s.sched[i].stream);
+      }
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,66 @@
+//===- VerifySchedule.cpp - braid-verify-schedule -------------------------===//
+#include "passes/Passes.h"
+#include "passes/analysis/ScheduleAnalysis.h"
+
+namespace mlir::braid {
+#define GEN_PASS_DEF_BRAIDVERIFYSCHEDULEPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::braid
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace sched = ::braid::sched;
+
+namespace {
+struct BraidVerifySchedulePass
+    : public mlir::braid::impl::BraidVerifySchedulePassBase<BraidVerifySchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    bool ok = true;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      ok &= succeeded(verifyFunction(func));
+    }
+    if (!ok)
+      signalPassFailure();
+  }
+
+  LogicalResult verifyFunction(func::FuncOp func) {
+    auto memory = attachedMemoryPlan(func);
+    if (failed(memory))
+      return failure();
+    auto schedule =
+        buildFunctionSchedule(func, *memory ? &**memory : nullptr);
+    if (failed(schedule))
+      return failure();
+    sched::CheckOptions options;
+    options.concurrentCommunicators = concurrentCommunicators;
+    std::vector<sched::Conflict> conflicts = sched::findConflicts(
+        schedule->sched, schedule->numStreams, schedule->accesses,
+        schedule->collectives, options);
+    for (const sched::Conflict &c : conflicts)
+      reportConflict(*schedule, c);
+    return success(conflicts.empty());
+  }
+
+  static void reportConflict(const FunctionSchedule &s,
+                             const sched::Conflict &c) {
+    Operation *first = s.ops[size_t(c.first)];
+    Operation *second = s.ops[size_t(c.second)];
+    auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
+    InFlightDiagnostic d = second->emitOpError();
+    d << "on stream " << streamOf(c.second) << " is not ordered with '"
+      << first->getName() << "' on stream " << streamOf(c.first) << ": ";
+    if (c.kind == sched::Conflict::Race)
+      d << "both access bytes [" << c.access.begin << ", " << c.access.end
+        << ") of " << s.describeSpace(c.access.space)
+        << " and at least one writes";
+    else
+      d << "collectives of two communicators may run concurrently and "
+           "deadlock (order them, or declare concurrent-communicators)";
+    d.attachNote(first->getLoc()) << "the other op of the unordered pair";
+  }
+};
+} // namespace

@@ -1,0 +1,177 @@
+//===- ScheduleAnalysis.cpp - IR view for happens-before and races --------===//
+#include "passes/analysis/ScheduleAnalysis.h"
+
+#include "dialect/BraidOps.h"
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace sched = ::braid::sched;
+
+namespace {
+/// Storage spaces: the arena is 0, state slot of argument k is 1 + k, and
+/// a value without a planned buffer gets a space of its own after those.
+constexpr int64_t kArenaSpace = 0;
+} // namespace
+
+std::string FunctionSchedule::describeSpace(int64_t space) const {
+  if (space >= 0 && size_t(space) < spaceNames.size())
+    return spaceNames[size_t(space)];
+  return "storage " + std::to_string(space);
+}
+
+FailureOr<std::optional<FunctionMemoryPlan>>
+mlir::braid::attachedMemoryPlan(func::FuncOp func) {
+  return readAttachedMemoryPlan(func);
+}
+
+FailureOr<FunctionSchedule>
+mlir::braid::buildFunctionSchedule(func::FuncOp func,
+                                   const FunctionMemoryPlan *memory) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("scheduling needs a single-block body"), failure();
+  Block &body = func.getBody().front();
+  FunctionSchedule s;
+  s.spaceNames.push_back("the arena");
+  for (BlockArgument arg : body.getArguments()) {
+    auto state = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   "braid.state");
+    s.spaceNames.push_back(state ? "state '" + state.getValue().str() + "'"
+                                 : "argument #" +
+                                       std::to_string(arg.getArgNumber()));
+  }
+  llvm::DenseMap<Value, int64_t> ownSpace;
+  auto location = [&](Value v) -> std::optional<sched::Access> {
+    if (!isa<RankedTensorType>(v.getType()) || v.getDefiningOp<ParameterOp>())
+      return std::nullopt; // parameters are read-only
+    int64_t bytes = std::max<int64_t>(tensorBytes(v.getType()), 1);
+    if (memory) {
+      auto it = memory->offsets.find(v);
+      if (it != memory->offsets.end())
+        return sched::Access{kArenaSpace, it->second, it->second + bytes,
+                             false};
+    }
+    if (std::optional<unsigned> arg = stateArgumentOf(v))
+      return sched::Access{1 + int64_t(*arg), 0, bytes, false};
+    auto [it, inserted] = ownSpace.try_emplace(v, int64_t(s.spaceNames.size()));
+    if (inserted) {
+      std::string name;
+      llvm::raw_string_ostream os(name);
+      os << "the value of ";
+      if (Operation *def = v.getDefiningOp())
+        os << "'" << def->getName() << "'";
+      else
+        os << "argument #" << cast<BlockArgument>(v).getArgNumber();
+      s.spaceNames.push_back(os.str());
+    }
+    return sched::Access{it->second, 0, bytes, false};
+  };
+
+  for (Operation &op : body) {
+    if (isa<ParameterOp>(op))
+      continue;
+    s.index[&op] = int(s.ops.size());
+    s.ops.push_back(&op);
+  }
+  s.sched.resize(s.ops.size());
+  s.accesses.resize(s.ops.size());
+  llvm::StringMap<int64_t> groupIds;
+  std::vector<int> lastOfStream;
+  for (auto [i, op] : llvm::enumerate(s.ops)) {
+    sched::SchedOp &so = s.sched[i];
+    sched::OpAccesses &acc = s.accesses[i];
+    bool terminator = op->hasTrait<OpTrait::IsTerminator>();
+    so.stream = terminator ? 0 : int(getStream(op).value_or(0));
+    s.numStreams = std::max(s.numStreams, so.stream + 1);
+    if (auto wait = dyn_cast<EventWaitOp>(op)) {
+      auto record = wait.getEvent().getDefiningOp<EventRecordOp>();
+      if (!record)
+        return op->emitOpError("event must come from a braid.event_record "
+                               "of this function"),
+               failure();
+      so.after.push_back(s.index.lookup(record));
+    }
+    if (auto wait = dyn_cast<WaitOp>(op))
+      so.after.push_back(s.index.lookup(wait.getHandle().getDefiningOp()));
+    if (terminator) // the runtime joins every stream before it reads results
+      for (int last : lastOfStream)
+        if (last >= 0)
+          so.after.push_back(last);
+    if (size_t(so.stream) >= lastOfStream.size())
+      lastOfStream.resize(size_t(so.stream) + 1, -1);
+    lastOfStream[size_t(so.stream)] = int(i);
+
+    auto read = [&](Value v) {
+      if (auto a = location(v))
+        acc.accesses.push_back(*a);
+    };
+    auto write = [&](Value v) {
+      if (auto a = location(v)) {
+        a->write = true;
+        acc.accesses.push_back(*a);
+      }
+    };
+    if (isa<WaitOp, EventRecordOp, EventWaitOp>(op))
+      continue; // no bytes of their own (a wait completes its start's)
+    for (Value v : op->getOperands())
+      read(v);
+    if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
+      sched::CollectiveUse use;
+      use.begin = use.end = int(i);
+      use.group = groupIds
+                      .try_emplace(coll.getGroupAttr().getValue(),
+                                   int64_t(groupIds.size()))
+                      .first->second;
+      if (coll.isAsyncStart()) {
+        Operation *waitOp = *op->getResult(0).getUsers().begin();
+        use.end = s.index.lookup(waitOp);
+        acc.inFlightUntil = use.end;
+        for (Value r : waitOp->getResults())
+          write(r);
+      }
+      s.collectives.push_back(use);
+    }
+    if (!op->hasTrait<OpTrait::BraidAsyncStart>())
+      for (Value r : op->getResults())
+        write(r);
+    if (terminator) {
+      // State copy-back: result i replaces its slot unless already there.
+      for (auto [r, v] : llvm::enumerate(op->getOperands())) {
+        auto name = func.getResultAttrOfType<StringAttr>(r, "braid.state");
+        if (!name)
+          continue;
+        for (BlockArgument arg : body.getArguments())
+          if (func.getArgAttr(arg.getArgNumber(), "braid.state") == name &&
+              stateArgumentOf(v) != arg.getArgNumber())
+            acc.accesses.push_back(sched::Access{
+                1 + int64_t(arg.getArgNumber()), 0,
+                std::max<int64_t>(tensorBytes(arg.getType()), 1), true});
+      }
+    }
+  }
+  return s;
+}
+
+Ordering mlir::braid::happensBeforeOrdering(func::FuncOp func,
+                                            const FunctionSchedule &schedule,
+                                            const sched::HappensBefore &hb) {
+  // Block position -> schedule index; parameters never define or use an
+  // arena buffer, so they need none.
+  std::vector<int> at;
+  for (Operation &op : func.getBody().front())
+    at.push_back(schedule.index.lookup_or(&op, -1));
+  int end = int(at.size()); // after the terminator: the runtime's reads
+  return [at = std::move(at), end, &hb](int a, int b) {
+    if (a == b)
+      return false;
+    if (a < 0 || b >= end)
+      return a < b; // entry precedes all; the runtime's reads follow all
+    if (b < 0 || a >= end)
+      return false;
+    int x = at[size_t(a)], y = at[size_t(b)];
+    if (x < 0 || y < 0)
+      return a < b;
+    return hb.before(x, y);
+  };
+}

@@ -1,0 +1,106 @@
+// RUN: braid-opt %s --braid-verify-schedule -split-input-file -verify-diagnostics -o /dev/null
+
+// A hand-scheduled two-stream tp 2 block whose events order everything.
+braid.device_group @tp size 2
+func.func @ordered(%x: tensor<4x8xf32> {braid.input = "x"}) -> (tensor<4x8xf32> {braid.output = "y"}) {
+  %w = braid.parameter "w" full [8, 8] shard_dim 1 on @tp : tensor<8x4xf32>
+  %s = braid.slice %x offsets [0, 0] sizes [4, 4] {braid.stream = 0 : i64} : tensor<4x8xf32> -> tensor<4x4xf32>
+  %b = braid.matmul %s, %w {transpose_b, braid.stream = 0 : i64} : (tensor<4x4xf32>, tensor<8x4xf32>) -> tensor<4x8xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  %h = braid.all_reduce_start sum %b on @tp {braid.stream = 1 : i64} : tensor<4x8xf32> -> !braid.handle<tensor<4x8xf32>>
+  %r = braid.wait %h {braid.stream = 0 : i64} : !braid.handle<tensor<4x8xf32>> -> tensor<4x8xf32>
+  %y = braid.add %r, %x {braid.stream = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// The same block without its event: the start may read %b before the
+// matmul on stream 0 has written it.
+braid.device_group @tp size 2
+func.func @missing_event(%x: tensor<4x8xf32> {braid.input = "x"}) -> (tensor<4x8xf32> {braid.output = "y"}) {
+  %w = braid.parameter "w" full [8, 8] shard_dim 1 on @tp : tensor<8x4xf32>
+  %s = braid.slice %x offsets [0, 0] sizes [4, 4] {braid.stream = 0 : i64} : tensor<4x8xf32> -> tensor<4x4xf32>
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %b = braid.matmul %s, %w {transpose_b, braid.stream = 0 : i64} : (tensor<4x4xf32>, tensor<8x4xf32>) -> tensor<4x8xf32>
+  // expected-error@+1 {{'braid.all_reduce_start' op on stream 1 is not ordered with 'braid.matmul' on stream 0: both access bytes [0, 128) of the value of 'braid.matmul' and at least one writes}}
+  %h = braid.all_reduce_start sum %b on @tp {braid.stream = 1 : i64} : tensor<4x8xf32> -> !braid.handle<tensor<4x8xf32>>
+  %r = braid.wait %h {braid.stream = 0 : i64} : !braid.handle<tensor<4x8xf32>> -> tensor<4x8xf32>
+  %y = braid.add %r, %x {braid.stream = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// The result is read on stream 1, but only stream 0 waited for it.
+braid.device_group @tp size 2
+func.func @result_on_other_stream(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+  %h = braid.all_reduce_start sum %x on @tp {braid.stream = 1 : i64} : tensor<4xf32> -> !braid.handle<tensor<4xf32>>
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %r = braid.wait %h {braid.stream = 0 : i64} : !braid.handle<tensor<4xf32>> -> tensor<4xf32>
+  // expected-error@+1 {{'braid.silu' op on stream 1 is not ordered with 'braid.wait' on stream 0: both access bytes [0, 16) of the value of 'braid.wait'}}
+  %y = braid.silu %r {braid.stream = 1 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Arena reuse across streams: %c takes %a's bytes while stream 1 may still
+// be reading %a.
+func.func @early_reuse(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %b = braid.gelu none %a {braid.stream = 1 : i64, braid.buffers = array<i64: 512, 256>} : tensor<64xf32>
+  // expected-error@+1 {{'braid.silu' op on stream 0 is not ordered with 'braid.gelu' on stream 1: both access bytes [256, 512) of the arena and at least one writes}}
+  %c = braid.silu %x {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  %f = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %f {braid.stream = 0 : i64}
+  %y = braid.add %b, %c {braid.stream = 0 : i64, braid.buffers = array<i64: 768, 256>} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
+// -----
+
+// The async KV-cache case (one stream): an all_gather still reads the old
+// cache until its wait, after the attention. The in-place rule sees that
+// reader, so the updated cache gets storage of its own (copied back at the
+// end) and the schedule is safe; were it updated in place, this would be a
+// race on state 'k_cache'.
+braid.device_group @tp size 2
+func.func @async_cache_reader(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, %pos: tensor<1xi32> {braid.input = "pos"}, %kc: tensor<1x8x1x4xf32> {braid.state = "k_cache"}, %vc: tensor<1x8x1x4xf32> {braid.state = "v_cache"}) -> (tensor<1x1x2x4xf32> {braid.output = "o"}, tensor<2x8x1x4xf32> {braid.output = "g"}, tensor<1x8x1x4xf32> {braid.state = "k_cache"}, tensor<1x8x1x4xf32> {braid.state = "v_cache"}) {
+  %k = braid.slice %q offsets [0, 0, 0, 0] sizes [1, 1, 1, 4] : tensor<1x1x2x4xf32> -> tensor<1x1x1x4xf32>
+  %h = braid.all_gather_start %kc on @tp dim 0 : tensor<1x8x1x4xf32> -> !braid.handle<tensor<2x8x1x4xf32>>
+  %o, %kc2, %vc2 = braid.attention %q, %k, %k cache(%kc, %vc) at %pos {causal, num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  %g = braid.wait %h : !braid.handle<tensor<2x8x1x4xf32>> -> tensor<2x8x1x4xf32>
+  return %o, %g, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<2x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}
+
+// -----
+
+// An async collective's input bytes are overwritten before its wait, on
+// its own stream: the collective may still be reading them.
+braid.device_group @tp size 2
+func.func @in_flight_overwrite(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}, tensor<64xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %h = braid.all_reduce_start sum %a on @tp : tensor<64xf32> -> !braid.handle<tensor<64xf32>>
+  // expected-error@+1 {{'braid.gelu' op on stream 0 is not ordered with 'braid.all_reduce_start' on stream 0: both access bytes [256, 512) of the arena and at least one writes}}
+  %z = braid.gelu none %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  %y = braid.wait %h {braid.buffers = array<i64: 512, 256>} : !braid.handle<tensor<64xf32>> -> tensor<64xf32>
+  return %y, %z : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// Two communicators of @tp (streams 0 and 1) with nothing ordering them.
+braid.device_group @tp size 2
+func.func @two_communicators(%x: tensor<4xf32> {braid.input = "x"}, %y: tensor<4xf32> {braid.input = "y"}) -> (tensor<4xf32> {braid.output = "a"}, tensor<4xf32> {braid.output = "b"}) {
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %a = braid.all_reduce sum %x on @tp {braid.stream = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+  // expected-error@+1 {{'braid.all_reduce' op on stream 1 is not ordered with 'braid.all_reduce' on stream 0: collectives of two communicators may run concurrently and deadlock}}
+  %b = braid.all_reduce sum %y on @tp {braid.stream = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}

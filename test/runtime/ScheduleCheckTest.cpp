@@ -1,0 +1,152 @@
+//===- ScheduleCheckTest.cpp - happens-before, races, hangs ---------------===//
+#include "runtime/ScheduleCheck.h"
+
+#include <gtest/gtest.h>
+
+using namespace braid::sched;
+
+namespace {
+
+Access rd(int64_t b, int64_t e, int64_t space = 0) { return {space, b, e, false}; }
+Access wr(int64_t b, int64_t e, int64_t space = 0) { return {space, b, e, true}; }
+
+TEST(HappensBefore, StreamOrderAndJoins) {
+  // 0: s0   1: s1   2: s0 after 1   3: s1
+  HappensBefore hb(2);
+  ASSERT_TRUE(hb.build({{0, {}}, {1, {}}, {0, {1}}, {1, {}}}));
+  EXPECT_TRUE(hb.before(0, 2));
+  EXPECT_TRUE(hb.before(1, 2));
+  EXPECT_TRUE(hb.before(1, 3));
+  EXPECT_FALSE(hb.before(0, 1));
+  EXPECT_FALSE(hb.before(0, 3)); // stream 1 never waited for stream 0
+  EXPECT_FALSE(hb.before(2, 3));
+  EXPECT_FALSE(hb.before(2, 2));
+  EXPECT_EQ(hb.position(3), 2);
+}
+
+TEST(HappensBefore, RefusesMalformedOps) {
+  HappensBefore hb(2);
+  EXPECT_FALSE(hb.append({2, {}}));  // no stream 2
+  EXPECT_FALSE(hb.append({0, {0}})); // waits for itself
+  EXPECT_TRUE(hb.append({0, {}}));
+  EXPECT_FALSE(hb.append({1, {5}})); // waits for a later op
+  EXPECT_EQ(hb.numOps(), 1);
+}
+
+TEST(ScheduleCheck, CrossStreamReadNeedsAnEdge) {
+  std::vector<OpAccesses> acc = {{{wr(0, 64)}}, {{rd(0, 64), wr(64, 128)}}};
+  auto races = findConflicts({{0, {}}, {1, {}}}, 2, acc, {});
+  ASSERT_EQ(races.size(), 1u);
+  EXPECT_EQ(races[0].kind, Conflict::Race);
+  EXPECT_EQ(races[0].first, 0);
+  EXPECT_EQ(races[0].second, 1);
+  EXPECT_TRUE(findConflicts({{0, {}}, {1, {0}}}, 2, acc, {}).empty());
+}
+
+TEST(ScheduleCheck, PartialOverlapAndWriteAfterRead) {
+  // op 1 (stream 1) reads [32, 96); op 2 (stream 0) later reuses [0, 64)
+  // for a new value: a write-after-read that only an edge 1 -> 2 orders.
+  std::vector<OpAccesses> acc = {
+      {{wr(0, 128)}}, {{rd(32, 96), wr(0, 8, 1)}}, {{wr(0, 64)}}};
+  auto races = findConflicts({{0, {}}, {1, {0}}, {0, {}}}, 2, acc, {});
+  ASSERT_EQ(races.size(), 1u);
+  EXPECT_EQ(races[0].first, 1);
+  EXPECT_EQ(races[0].second, 2);
+  EXPECT_TRUE(
+      findConflicts({{0, {}}, {1, {0}}, {0, {1}}}, 2, acc, {}).empty());
+  // Disjoint bytes never conflict.
+  acc[2] = {{wr(96, 128)}};
+  EXPECT_TRUE(findConflicts({{0, {}}, {1, {0}}, {0, {}}}, 2, acc, {}).empty());
+}
+
+TEST(ScheduleCheck, AsyncCollectiveIsInFlightUntilItsWait) {
+  // 0: x = ... (s0)  1: start reads x, writes y (s0, in flight until 3)
+  // 2: writes x (s0)  3: wait (s0)  4: reads y (s0)
+  std::vector<OpAccesses> acc(5);
+  acc[0].accesses = {wr(0, 64)};
+  acc[1].accesses = {rd(0, 64), wr(64, 128)};
+  acc[1].inFlightUntil = 3;
+  acc[2].accesses = {wr(0, 64)};
+  acc[4].accesses = {rd(64, 128)};
+  std::vector<SchedOp> ops = {{0, {}}, {0, {}}, {0, {}}, {0, {1}}, {0, {}}};
+  auto races = findConflicts(ops, 1, acc, {});
+  ASSERT_EQ(races.size(), 1u); // even on one stream: the gather still reads
+  EXPECT_EQ(races[0].first, 1);
+  EXPECT_EQ(races[0].second, 2);
+  // Overwriting x after the wait is fine.
+  std::swap(acc[2], acc[3]);
+  acc[3].inFlightUntil = -1;
+  acc[1].inFlightUntil = 2;
+  ops = {{0, {}}, {0, {}}, {0, {1}}, {0, {}}, {0, {}}};
+  EXPECT_TRUE(findConflicts(ops, 1, acc, {}).empty());
+}
+
+TEST(ScheduleCheck, ReadingTheResultOnAnotherStreamNeedsTheWait) {
+  // Start on stream 1, wait on stream 1, consumer on stream 0.
+  std::vector<OpAccesses> acc(3);
+  acc[0].accesses = {wr(0, 64)};
+  acc[0].inFlightUntil = 1;
+  acc[2].accesses = {rd(0, 64)};
+  auto races = findConflicts({{1, {}}, {1, {0}}, {0, {}}}, 2, acc, {});
+  ASSERT_EQ(races.size(), 1u);
+  EXPECT_EQ(races[0].first, 1); // the wait: what the consumer must follow
+  EXPECT_TRUE(findConflicts({{1, {}}, {1, {0}}, {0, {1}}}, 2, acc, {}).empty());
+}
+
+TEST(ScheduleCheck, CollectivesOfTwoCommunicatorsMustBeOrdered) {
+  // Two sync collectives of group 7, on streams 0 and 1.
+  std::vector<CollectiveUse> coll = {{0, 0, 7}, {1, 1, 7}};
+  std::vector<OpAccesses> acc(2);
+  auto hangs = findConflicts({{0, {}}, {1, {}}}, 2, acc, coll);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].kind, Conflict::Hang);
+  EXPECT_EQ(hangs[0].first, 0);
+  EXPECT_EQ(hangs[0].second, 1);
+  EXPECT_TRUE(findConflicts({{0, {}}, {1, {0}}}, 2, acc, coll).empty());
+  CheckOptions concurrent;
+  concurrent.concurrentCommunicators = true;
+  EXPECT_TRUE(findConflicts({{0, {}}, {1, {}}}, 2, acc, coll, concurrent)
+                  .empty());
+  // One communicator (same group, same stream): issue order suffices, even
+  // with both in flight at once.
+  std::vector<CollectiveUse> fifo = {{0, 2, 7}, {1, 3, 7}};
+  std::vector<OpAccesses> acc4(4);
+  EXPECT_TRUE(findConflicts({{1, {}}, {1, {}}, {0, {0}}, {0, {1}}}, 2, acc4,
+                            fifo)
+                  .empty());
+}
+
+TEST(ScheduleCheck, AnAsyncCollectiveStillInFlightCannotBeFixedByAnEvent) {
+  // Start on stream 1 (group 1) in flight until op 2; a collective of
+  // another communicator begins at op 1 before that wait.
+  std::vector<CollectiveUse> coll = {{0, 2, 1}, {1, 1, 1}};
+  std::vector<OpAccesses> acc(3);
+  auto hangs = findConflicts({{1, {}}, {0, {}}, {0, {0}}}, 2, acc, coll);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].first, 0);
+  EXPECT_EQ(hangs[0].second, 1);
+}
+
+TEST(ScheduleCheck, IncrementalRepairOrdersWhatItMust) {
+  // The insert-events loop: append, ask, add edges, commit.
+  std::vector<OpAccesses> acc = {{{wr(0, 64)}}, {{wr(64, 128)}},
+                                 {{rd(0, 128)}}};
+  ScheduleChecker checker(3, acc, {});
+  std::vector<SchedOp> ops = {{0, {}}, {1, {}}, {2, {}}};
+  std::vector<std::vector<int>> added(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(checker.append(ops[size_t(i)]));
+    std::vector<Conflict> c;
+    checker.conflicts(c);
+    for (const Conflict &x : c) {
+      checker.addAfter(x.first);
+      added[size_t(i)].push_back(x.first);
+    }
+    checker.commit();
+  }
+  EXPECT_EQ(added[2], (std::vector<int>{0, 1}));
+  EXPECT_TRUE(checker.happensBefore().before(0, 2));
+  EXPECT_TRUE(checker.happensBefore().before(1, 2));
+}
+
+} // namespace
