@@ -4,10 +4,12 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <set>
 #include <thread>
 
 using namespace braid::rt;
@@ -24,6 +26,9 @@ public:
         pending_(size_t(f.num_handles())) {}
 
   Status runOps();
+  /// Strict mode (Interpreter.h): streams in an order drawn from `rng`.
+  Status runOpsStrict(std::mt19937_64 &rng);
+  int rank() const { return in_.rank_; }
 
   const plan::Tensor &tensor(int t) const {
     return *f_.tensors()->Get(unsigned(t));
@@ -51,6 +56,8 @@ public:
   }
 
 private:
+  class Strict;
+
   struct Pending {
     bool deferredRecv = false;
     const plan::Op *start = nullptr;
@@ -105,7 +112,14 @@ private:
   }
 
   Status compute(const plan::Op &op);
-  Expected<ByteTensor> collective(const plan::Op &op);
+  /// Runs collective `op` (sync opcode or async start). `input`, when
+  /// given, replaces the operand's current bytes.
+  Expected<ByteTensor> collective(const plan::Op &op,
+                                  const ByteTensor *input = nullptr);
+  /// `st` prefixed with the rank, function and op `oi`.
+  Status opError(unsigned oi, const Status &st) const;
+  void recordTime(unsigned oi, std::chrono::steady_clock::time_point stepStart,
+                  std::chrono::steady_clock::time_point opStart);
   Expected<ByteTensor> reduce(const std::vector<Bytes> &all, int t,
                               plan::ReduceKind kind);
 
@@ -117,6 +131,28 @@ private:
 };
 } // namespace braid::rt
 
+Status OpRunner::opError(unsigned oi, const Status &st) const {
+  const plan::Op &op = *f_.ops()->Get(oi);
+  std::string where = "rank " + std::to_string(in_.rank_) + ": function '" +
+                      f_.name()->str() + "': op " + std::to_string(oi) + " (" +
+                      opcodeName(op.opcode()) + ")";
+  if (op.loc())
+    where += " at " + op.loc()->str();
+  return errorf(where, ": ", st.message());
+}
+
+void OpRunner::recordTime(unsigned oi,
+                          std::chrono::steady_clock::time_point stepStart,
+                          std::chrono::steady_clock::time_point opStart) {
+  if (!in_.profiling_)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  OpTime t = opTimeOf(f_, int(oi));
+  t.start = std::chrono::duration<double>(opStart - stepStart).count();
+  t.seconds = std::chrono::duration<double>(now - opStart).count();
+  in_.profile_.push_back(std::move(t));
+}
+
 Status OpRunner::runOps() {
   if (!f_.ops())
     return Status::ok();
@@ -126,21 +162,9 @@ Status OpRunner::runOps() {
     const plan::Op &op = *f_.ops()->Get(oi);
     auto opStart = std::chrono::steady_clock::now();
     Status st = compute(op);
-    if (in_.profiling_) {
-      auto now = std::chrono::steady_clock::now();
-      OpTime t = opTimeOf(f_, int(oi));
-      t.start = std::chrono::duration<double>(opStart - stepStart).count();
-      t.seconds = std::chrono::duration<double>(now - opStart).count();
-      in_.profile_.push_back(std::move(t));
-    }
-    if (!st) {
-      std::string where = "rank " + std::to_string(in_.rank_) + ": function '" +
-                          f_.name()->str() + "': op " + std::to_string(oi) +
-                          " (" + opcodeName(op.opcode()) + ")";
-      if (op.loc())
-        where += " at " + op.loc()->str();
-      return errorf(where, ": ", st.message());
-    }
+    recordTime(oi, stepStart, opStart);
+    if (!st)
+      return opError(oi, st);
   }
   return Status::ok();
 }
@@ -308,14 +332,15 @@ Expected<ByteTensor> OpRunner::reduce(const std::vector<Bytes> &all, int t,
   return out;
 }
 
-Expected<ByteTensor> OpRunner::collective(const plan::Op &op) {
+Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
+                                          const ByteTensor *input) {
   GroupPosition g = groupPosition(plan_, op.group(), in_.rank_);
   Communicator &comm = in_.comm_;
   OpCode code = syncOpcode(op.opcode());
   if (code == OpCode::Send) {
-    BRAID_RETURN_IF_ERROR(comm.send(g.instanceKey, g.rankInGroup,
-                                    int(op.peer()),
-                                    loadB(op.operands()->Get(0)).data));
+    BRAID_RETURN_IF_ERROR(
+        comm.send(g.instanceKey, g.rankInGroup, int(op.peer()),
+                  input ? input->data : loadB(op.operands()->Get(0)).data));
     return ByteTensor{};
   }
   if (code == OpCode::Recv) {
@@ -332,7 +357,7 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op) {
     return doRecv();
   }
   int in = op.operands()->Get(0), out = op.results()->Get(0);
-  ByteTensor mine = loadB(in);
+  ByteTensor mine = input ? *input : loadB(in);
   auto all = comm.exchange(g.instanceKey, g.size, g.rankInGroup, mine.data);
   if (!all)
     return all.status();
@@ -392,6 +417,335 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Strict mode
+//===----------------------------------------------------------------------===//
+
+namespace {
+bool isCollective(OpCode code) {
+  switch (syncOpcode(code)) {
+  case OpCode::AllReduce:
+  case OpCode::AllGather:
+  case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
+  case OpCode::Broadcast:
+  case OpCode::Send:
+  case OpCode::Recv:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isAsyncStart(OpCode code) { return syncOpcode(code) != code; }
+
+// All-ones bytes: a quiet NaN in f32, f16 and bf16 alike, -1 in integers.
+constexpr uint8_t kPoison = 0xFF;
+} // namespace
+
+// One strict step of one rank. Streams are FIFO queues of their ops; each
+// turn runs the head of a randomly chosen stream whose dependencies (the
+// recorder of each waited event, a wait's start) have run. Async
+// collectives run at their wait, as late as hardware may; arena bytes that
+// a correct plan does not read at that moment hold the poison pattern.
+class OpRunner::Strict {
+public:
+  Strict(OpRunner &r, std::mt19937_64 &rng)
+      : r_(r), f_(r.f_), rng_(rng), numOps_(f_.ops() ? f_.ops()->size() : 0),
+        executed_(numOps_, false), async_(size_t(f_.num_handles())) {}
+
+  Status run();
+
+private:
+  // An async collective, by handle.
+  struct Async {
+    int start = -1; // op index of the *_start
+    bool ran = false;
+    ByteTensor input; // the operand as it was at the start
+  };
+  struct Range {
+    size_t begin, end;
+  };
+
+  const plan::Op &op(int oi) const { return *f_.ops()->Get(unsigned(oi)); }
+  bool inArena(int t) const {
+    TensorKind k = r_.tensor(t).kind();
+    return k == TensorKind::Activation || k == TensorKind::Input;
+  }
+  Range range(int t) const {
+    size_t b = size_t(r_.tensor(t).buffer_offset());
+    return {b, b + r_.byteSize(t)};
+  }
+  void prepare();
+  Status execute(int oi);
+  void start(int oi);
+  Status runAsync(int h);
+  Status runEarlier(const plan::Op &c, int self);
+  void written(int t);
+  void read(int t);
+  void poison(Range target, std::vector<Range> keep);
+  std::string stuckMessage(const std::vector<size_t> &head) const;
+
+  OpRunner &r_;
+  const plan::Function &f_;
+  std::mt19937_64 &rng_;
+  unsigned numOps_;
+  std::vector<std::vector<int>> deps_;   // per op: ops that must run first
+  std::vector<std::vector<int>> queues_; // per stream: ops in plan order
+  std::vector<bool> executed_;
+  std::vector<Async> async_;
+  std::vector<int> pending_;   // started, not yet run handles, in start order
+  std::vector<int> readsLeft_; // per arena tensor
+  std::vector<bool> pinned_;   // read after the last op: never poisoned
+  std::set<int> live_;         // arena tensors whose bytes hold a value
+};
+
+void OpRunner::Strict::prepare() {
+  size_t numTensors = f_.tensors() ? f_.tensors()->size() : 0;
+  readsLeft_.assign(numTensors, 0);
+  pinned_.assign(numTensors, false);
+  if (f_.outputs())
+    for (const plan::Binding *b : *f_.outputs())
+      pinned_[size_t(b->tensor())] = true;
+  if (f_.state())
+    for (const plan::StateBinding *b : *f_.state())
+      pinned_[size_t(b->output())] = true;
+
+  queues_.assign(size_t(std::max(f_.num_streams(), 1)), {});
+  deps_.assign(numOps_, {});
+  std::vector<int> lastRecorder(size_t(f_.num_events()), -1);
+  std::vector<int> startOf(async_.size(), -1);
+  for (unsigned oi = 0; oi < numOps_; ++oi) {
+    const plan::Op &o = op(int(oi));
+    queues_[size_t(o.stream())].push_back(int(oi));
+    // A wait refers to the latest record earlier in plan order.
+    if (o.wait_events())
+      for (int e : *o.wait_events())
+        if (lastRecorder[size_t(e)] >= 0)
+          deps_[oi].push_back(lastRecorder[size_t(e)]);
+    if (o.record_events())
+      for (int e : *o.record_events())
+        lastRecorder[size_t(e)] = int(oi);
+    if (o.opcode() == OpCode::Wait)
+      deps_[oi].push_back(startOf[size_t(o.handle())]);
+    else if (isAsyncStart(o.opcode()))
+      startOf[size_t(o.handle())] = int(oi);
+    // A start's operand is read by the collective, which a wait runs.
+    if (o.operands())
+      for (int t : *o.operands())
+        if (inArena(t))
+          ++readsLeft_[size_t(t)];
+  }
+
+  // Inputs hold the caller's values; an unread one is dead at once.
+  for (size_t t = 0; t < numTensors; ++t)
+    if (r_.tensor(int(t)).kind() == TensorKind::Input)
+      written(int(t));
+}
+
+Status OpRunner::Strict::run() {
+  prepare();
+  auto stepStart = std::chrono::steady_clock::now();
+  std::vector<size_t> head(queues_.size(), 0);
+  std::vector<size_t> ready;
+  for (unsigned n = 0; n < numOps_; ++n) {
+    ready.clear();
+    for (size_t s = 0; s < queues_.size(); ++s) {
+      if (head[s] == queues_[s].size())
+        continue;
+      const std::vector<int> &deps = deps_[size_t(queues_[s][head[s]])];
+      if (std::all_of(deps.begin(), deps.end(),
+                      [&](int d) { return bool(executed_[size_t(d)]); }))
+        ready.push_back(s);
+    }
+    // Plan order is a valid serialization, so a loaded plan never stalls.
+    if (ready.empty())
+      return errorf("rank ", r_.rank(), ": function '", f_.name()->str(),
+                    "': strict mode: no stream can run (malformed plan): ",
+                    stuckMessage(head));
+    // `%` rather than a distribution: the same choices on every platform.
+    size_t s = ready[size_t(rng_() % ready.size())];
+    int oi = queues_[s][head[s]++];
+    auto opStart = std::chrono::steady_clock::now();
+    Status st = execute(oi);
+    r_.recordTime(unsigned(oi), stepStart, opStart);
+    if (!st)
+      return r_.opError(unsigned(oi), st);
+    executed_[size_t(oi)] = true;
+  }
+  return Status::ok();
+}
+
+std::string
+OpRunner::Strict::stuckMessage(const std::vector<size_t> &head) const {
+  std::string msg;
+  for (size_t s = 0; s < queues_.size(); ++s) {
+    if (head[s] == queues_[s].size())
+      continue;
+    int oi = queues_[s][head[s]];
+    msg += (msg.empty() ? "" : "; ") + std::string("stream ") +
+           std::to_string(s) + " waits at op " + std::to_string(oi) + " for op";
+    for (int d : deps_[size_t(oi)])
+      if (!executed_[size_t(d)])
+        msg += " " + std::to_string(d);
+  }
+  return msg;
+}
+
+Status OpRunner::Strict::execute(int oi) {
+  const plan::Op &o = op(oi);
+  if (o.opcode() == OpCode::Wait)
+    return runAsync(o.handle());
+  if (isAsyncStart(o.opcode())) {
+    start(oi);
+    return Status::ok();
+  }
+  if (isCollective(o.opcode()))
+    BRAID_RETURN_IF_ERROR(runEarlier(o, -1));
+  BRAID_RETURN_IF_ERROR(r_.compute(o));
+  // Results first: an operand that dies here may share their bytes.
+  if (o.results())
+    for (int t : *o.results())
+      written(t);
+  if (o.operands())
+    for (int t : *o.operands())
+      read(t);
+  return Status::ok();
+}
+
+// The start only issues the collective: its payload is undefined until the
+// collective writes it. The operand is remembered so that the collective,
+// which may read it any time until the wait, sees a change as undefined.
+void OpRunner::Strict::start(int oi) {
+  const plan::Op &o = op(oi);
+  Async &a = async_[size_t(o.handle())];
+  a.start = oi;
+  std::vector<Range> operands;
+  if (o.operands() && o.operands()->size() > 0) {
+    int in = o.operands()->Get(0);
+    a.input = r_.loadB(in);
+    if (inArena(in))
+      operands.push_back(range(in));
+  }
+  if (o.results() && o.results()->size() > 0) {
+    int payload = o.results()->Get(0);
+    if (inArena(payload)) {
+      // An in-place collective's payload is its operand: keep those bytes.
+      poison(range(payload), operands);
+      live_.insert(payload);
+    }
+  }
+  pending_.push_back(o.handle());
+}
+
+// NCCL runs the collectives issued on one communicator and stream in issue
+// order, so the earlier-started ones of `c`'s group and stream run first.
+// A send (buffered, never blocking) need not wait for a receive; a receive
+// first completes every send this rank has started, which the peer may be
+// waiting for (two ranks that each receive before they send).
+Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
+  OpCode code = syncOpcode(c.opcode());
+  std::vector<int> pending = pending_; // runAsync edits pending_
+  if (code == OpCode::Recv)
+    for (int h : pending)
+      if (h != self &&
+          syncOpcode(op(async_[size_t(h)].start).opcode()) == OpCode::Send)
+        BRAID_RETURN_IF_ERROR(runAsync(h));
+  for (int h : pending) {
+    if (h == self)
+      break;
+    const plan::Op &p = op(async_[size_t(h)].start);
+    if (p.group() != c.group() || p.stream() != c.stream())
+      continue;
+    if (code == OpCode::Send && syncOpcode(p.opcode()) == OpCode::Recv)
+      continue;
+    BRAID_RETURN_IF_ERROR(runAsync(h));
+  }
+  return Status::ok();
+}
+
+Status OpRunner::Strict::runAsync(int h) {
+  Async &a = async_[size_t(h)];
+  if (a.ran)
+    return Status::ok();
+  a.ran = true;
+  const plan::Op &o = op(a.start);
+  BRAID_RETURN_IF_ERROR(runEarlier(o, h)); // while h marks its place
+  pending_.erase(std::find(pending_.begin(), pending_.end(), h));
+  std::optional<ByteTensor> input;
+  if (o.operands() && o.operands()->size() > 0) {
+    // Elements that changed since the start are undefined: hardware may
+    // have read them at either time.
+    input = r_.loadB(o.operands()->Get(0));
+    size_t elem = std::max<size_t>(input->elemSize, 1);
+    for (size_t i = 0; i + elem <= input->data.size(); i += elem)
+      if (std::memcmp(&input->data[i], &a.input.data[i], elem) != 0)
+        std::memset(&input->data[i], kPoison, elem);
+  }
+  auto y = r_.collective(o, input ? &*input : nullptr);
+  if (!y)
+    return errorf("collective of op ", a.start, " (", opcodeName(o.opcode()),
+                  "): ", y.status().message());
+  if (o.results() && o.results()->size() > 0) {
+    int payload = o.results()->Get(0);
+    BRAID_RETURN_IF_ERROR(r_.storeB(payload, *y));
+    written(payload);
+  }
+  if (o.operands())
+    for (int t : *o.operands())
+      read(t);
+  return Status::ok();
+}
+
+void OpRunner::Strict::written(int t) {
+  if (!inArena(t))
+    return;
+  live_.insert(t);
+  if (readsLeft_[size_t(t)] == 0)
+    read(t); // never read: dead at once
+}
+
+// After the last read the buffer is dead: poison it, except where another
+// live tensor (an in-place result, an output) holds its bytes now.
+void OpRunner::Strict::read(int t) {
+  if (!inArena(t))
+    return;
+  int &left = readsLeft_[size_t(t)];
+  if (left > 0 && --left > 0)
+    return;
+  if (pinned_[size_t(t)] || !live_.count(t))
+    return;
+  live_.erase(t);
+  std::vector<Range> keep;
+  Range mine = range(t);
+  for (int other : live_) {
+    Range o = range(other);
+    if (o.begin < mine.end && mine.begin < o.end)
+      keep.push_back(o);
+  }
+  poison(mine, std::move(keep));
+}
+
+void OpRunner::Strict::poison(Range target, std::vector<Range> keep) {
+  std::sort(keep.begin(), keep.end(),
+            [](const Range &a, const Range &b) { return a.begin < b.begin; });
+  size_t at = target.begin;
+  for (const Range &k : keep) {
+    if (k.end <= at || k.begin >= target.end)
+      continue;
+    if (k.begin > at)
+      std::memset(r_.arena_ + at, kPoison, k.begin - at);
+    at = std::max(at, k.end);
+  }
+  if (at < target.end)
+    std::memset(r_.arena_ + at, kPoison, target.end - at);
+}
+
+Status OpRunner::runOpsStrict(std::mt19937_64 &rng) {
+  in_.profile_.clear();
+  return Strict(*this, rng).run();
+}
+
 // Plans may legally ask for more memory than the machine has; report that as
 // an error instead of terminating on std::bad_alloc.
 Expected<std::unique_ptr<Interpreter>> Interpreter::create(LoadedPlan plan,
@@ -438,6 +792,15 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
   return in;
 }
 
+void Interpreter::setRunOptions(const RunOptions &options) {
+  options_ = options;
+  // SplitMix64 of (seed, rank): every rank draws its own stream order.
+  uint64_t z = options.strictSeed + 0x9e3779b97f4a7c15ull * uint64_t(rank_ + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  strictRng_.seed(z ^ (z >> 31));
+}
+
 void Interpreter::resetState() {
   state_.clear();
   const plan::Plan &p = plan_.root();
@@ -463,6 +826,9 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
   const plan::Function &f = *plan_.root().functions()->Get(unsigned(fi));
   std::vector<uint8_t> &arena = arenas_[fi];
   arena.resize(size_t(f.arena_size()));
+  // Strict: nothing a step did not write is defined, not even last step's.
+  if (options_.strict)
+    std::fill(arena.begin(), arena.end(), kPoison);
   OpRunner runner(*this, f, arena.data());
 
   auto bound = bindInputs(f, inputs);
@@ -473,15 +839,31 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
       std::memcpy(runner.storage(in.tensor), in.value->bytes.data(),
                   in.value->bytes.size());
 
-  BRAID_RETURN_IF_ERROR(runner.runOps());
+  BRAID_RETURN_IF_ERROR(options_.strict ? runner.runOpsStrict(strictRng_)
+                                        : runner.runOps());
 
-  if (f.state())
-    for (const plan::StateBinding *b : *f.state()) {
-      HostTensor &slot = state_[size_t(b->slot())];
+  // Every slot is assigned at once: slots may come back permuted (slot 0 <-
+  // slot 1's tensor and slot 1 <- slot 0's), so a source that is another
+  // slot's storage is copied aside before any slot is written. Other
+  // sources (arena tensors) cannot be overwritten by a slot write.
+  if (f.state()) {
+    std::vector<std::vector<uint8_t>> saved(f.state()->size());
+    for (unsigned i = 0; i < f.state()->size(); ++i) {
+      const plan::StateBinding *b = f.state()->Get(i);
       uint8_t *src = runner.storage(b->output());
+      if (runner.tensor(b->output()).kind() == TensorKind::State &&
+          src != state_[size_t(b->slot())].bytes.data())
+        saved[i].assign(src, src + runner.byteSize(b->output()));
+    }
+    for (unsigned i = 0; i < f.state()->size(); ++i) {
+      const plan::StateBinding *b = f.state()->Get(i);
+      HostTensor &slot = state_[size_t(b->slot())];
+      const uint8_t *src =
+          saved[i].empty() ? runner.storage(b->output()) : saved[i].data();
       if (src != slot.bytes.data() && !slot.bytes.empty())
         std::memmove(slot.bytes.data(), src, slot.bytes.size());
     }
+  }
   TensorMap outputs;
   if (f.outputs())
     for (const plan::Binding *b : *f.outputs()) {
@@ -506,6 +888,11 @@ ThreadedRunner::create(LoadedPlan plan, uint64_t seed) {
     r->ranks_.push_back(in.take());
   }
   return r;
+}
+
+void ThreadedRunner::setRunOptions(const RunOptions &options) {
+  for (auto &r : ranks_)
+    r->setRunOptions(options);
 }
 
 Expected<std::vector<TensorMap>>

@@ -8,6 +8,16 @@
 // replaced; persistent state (the KV cache) is zero at start and kept
 // across run() calls.
 //
+// Strict mode (RunOptions::strict) instead runs the streams in a seeded
+// random order that respects only what the plan orders (stream FIFO order,
+// event waits, a wait after its start), runs each async collective as late
+// as hardware may (at its wait; an input element that changed since the
+// start reads as NaN) and poisons what a correct plan never reads: async
+// payloads before the collective writes them, dead arena buffers, the whole
+// arena at step start. A correct plan gives bit-identical results for every
+// seed; a missing event or an early buffer reuse changes the numbers (NaN
+// or wrong values) for some seeds. docs/plan-and-runtime.md has the rules.
+//
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_INTERPRETER_H
 #define BRAID_RUNTIME_INTERPRETER_H
@@ -20,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +38,16 @@
 namespace braid::rt {
 
 using TensorMap = std::map<std::string, HostTensor>;
+
+/// How run() executes a step.
+struct RunOptions {
+  /// Adversarial stream order, late collectives and poisoning (see above).
+  bool strict = false;
+  /// Seeds the stream choices (mixed with the rank, so ranks differ). The
+  /// generator lives across run() calls: successive steps use different
+  /// orders, and the same sequence of calls repeats them exactly.
+  uint64_t strictSeed = 1;
+};
 
 class Interpreter {
 public:
@@ -50,8 +71,14 @@ public:
   void resetState();
   /// When on, run() records each op's wall time (host clock).
   void setProfiling(bool on) { profiling_ = on; }
-  /// The op times of the last run() with profiling on.
+  /// The op times of the last run() with profiling on (in execution order).
   const std::vector<OpTime> &lastProfile() const { return profile_; }
+  /// Applies to the following run() calls; restarts the strict generator.
+  void setRunOptions(const RunOptions &options);
+  void setStrict(bool on, uint64_t seed = 1) {
+    setRunOptions(RunOptions{on, seed});
+  }
+  const RunOptions &runOptions() const { return options_; }
 
 private:
   static Expected<std::unique_ptr<Interpreter>>
@@ -70,6 +97,8 @@ private:
   std::map<int, std::vector<uint8_t>> arenas_; // per function index
   bool profiling_ = false;
   std::vector<OpTime> profile_;
+  RunOptions options_;
+  std::mt19937_64 strictRng_;
 };
 
 /// Every rank of a plan as a thread of this process.
@@ -89,6 +118,11 @@ public:
              const std::vector<TensorMap> &inputs);
   int worldSize() const { return int(ranks_.size()); }
   Interpreter &rank(int r) { return *ranks_[size_t(r)]; }
+  /// Sets every rank's run options (each rank mixes its rank into the seed).
+  void setRunOptions(const RunOptions &options);
+  void setStrict(bool on, uint64_t seed = 1) {
+    setRunOptions(RunOptions{on, seed});
+  }
 
 private:
   std::unique_ptr<Communicator> comm_;

@@ -92,6 +92,7 @@ private:
     std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
     std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
     std::map<int, DeviceMemory> staging; // by op index
+    DeviceMemory stateScratch; // permuted state slots (enqueue's copy-back)
     Graph graph;
     GraphExec exec;
     std::vector<Event> opBegin, opEnd; // with options.profile
@@ -275,6 +276,17 @@ Status CudaRank::prepareFunction(Function &fn) {
       fn.opBegin.push_back(std::move(begin));
       fn.opEnd.push_back(std::move(end));
     }
+  // The state copy-back reads every source before it writes any slot; a
+  // source that is another slot's storage (slots returned permuted) is
+  // copied aside here first.
+  size_t scratch = 0;
+  if (f.state())
+    for (const plan::StateBinding *b : *f.state())
+      if (fn.ptr[size_t(b->output())] != state_[size_t(b->slot())].get() &&
+          f.tensors()->Get(unsigned(b->output()))->kind() == TensorKind::State)
+        scratch += bytesOf(ref(fn, b->output()));
+  if (scratch)
+    BRAID_CUDA_CHECK(cudaMalloc(fn.stateScratch.out(), scratch));
   // Everything a step needs is decided here, outside any capture: GEMM
   // algorithms (with their fused epilogues) and collective staging buffers.
   std::map<int, GemmEpilogue> chains;
@@ -545,15 +557,34 @@ Status CudaRank::enqueue(Function &fn) {
     BRAID_CUDA_CHECK(cudaEventRecord(fn.join[s - 1].get(), streams_[s].get()));
     BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, fn.join[s - 1].get(), 0));
   }
-  // State updated out of place is copied into its slot.
-  if (f.state())
+  // State updated out of place is copied into its slot, as one
+  // simultaneous assignment: sources that are other slots go through the
+  // scratch buffer first (see prepareFunction), so that no slot write
+  // clobbers a source still to be read.
+  if (f.state()) {
+    std::vector<const void *> source;
+    uint8_t *scratch = static_cast<uint8_t *>(fn.stateScratch.get());
     for (const plan::StateBinding *b : *f.state()) {
       void *slot = state_[size_t(b->slot())].get();
       TensorRef out = ref(fn, b->output());
-      if (out.data != slot)
-        BRAID_CUDA_CHECK(cudaMemcpyAsync(slot, out.data, bytesOf(out),
+      source.push_back(out.data);
+      if (out.data == slot ||
+          f.tensors()->Get(unsigned(b->output()))->kind() != TensorKind::State)
+        continue;
+      BRAID_CUDA_CHECK(cudaMemcpyAsync(scratch, out.data, bytesOf(out),
+                                       cudaMemcpyDeviceToDevice, main));
+      source.back() = scratch;
+      scratch += bytesOf(out);
+    }
+    for (unsigned i = 0; i < f.state()->size(); ++i) {
+      const plan::StateBinding *b = f.state()->Get(i);
+      void *slot = state_[size_t(b->slot())].get();
+      if (source[i] != slot)
+        BRAID_CUDA_CHECK(cudaMemcpyAsync(slot, source[i],
+                                         bytesOf(ref(fn, b->output())),
                                          cudaMemcpyDeviceToDevice, main));
     }
+  }
   return Status::ok();
 }
 

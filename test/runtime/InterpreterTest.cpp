@@ -422,3 +422,38 @@ TEST(Interpreter, TensorParallelAttentionWithKvCacheMatchesSingleRank) {
       EXPECT_NEAR(y2[i], ref2[i], 1e-6f) << "tp " << tp << " decode " << i;
   }
 }
+
+TEST(Interpreter, StateSlotsReturnedSwappedAreAssignedAtOnce) {
+  // Each step adds x to slot a in place, then returns the slots swapped
+  // (a <- b, b <- a'). Copying the slots back one after the other would
+  // overwrite a' with b before it is read, and the update would be lost.
+  PlanBuilder pb(1);
+  int a = pb.stateSlot("a", {2}), b = pb.stateSlot("b", {2});
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {2});
+  int aIn = f.state(a, pb.plan()), bIn = f.state(b, pb.plan());
+  int aNew = f.state(a, pb.plan()); // written in place
+  f.op(OpCode::Add, {aIn, x}, {aNew});
+  for (auto [slot, in, out] : {std::tuple{a, aIn, bIn}, {b, bIn, aNew}}) {
+    auto bind = std::make_unique<plan::StateBindingT>();
+    bind->slot = slot;
+    bind->input = in;
+    bind->output = out;
+    f.fn().state.push_back(std::move(bind));
+  }
+  for (bool strict : {false, true}) {
+    auto runner = makeRunner(pb);
+    ASSERT_TRUE(runner);
+    runner->setStrict(strict);
+    ASSERT_TRUE(runner->run("step", {{{"x", f32({2}, {1, 2})}}}));
+    EXPECT_EQ(runner->rank(0).stateSlot(a).toFloats(),
+              (std::vector<float>{0, 0}));
+    EXPECT_EQ(runner->rank(0).stateSlot(b).toFloats(),
+              (std::vector<float>{1, 2}));
+    ASSERT_TRUE(runner->run("step", {{{"x", f32({2}, {10, 20})}}}));
+    EXPECT_EQ(runner->rank(0).stateSlot(a).toFloats(),
+              (std::vector<float>{1, 2}));
+    EXPECT_EQ(runner->rank(0).stateSlot(b).toFloats(),
+              (std::vector<float>{10, 20}));
+  }
+}

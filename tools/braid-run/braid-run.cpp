@@ -71,6 +71,22 @@ the tokens and a latency summary.
                            (step0.logits = prefill, stepK.logits = decode K)
   --check-against PLAN     run PLAN on the same tokens (same model, other
                            parallelism) and compare logits
+  --strict                 cpu: strict interpreter for PLAN.bplan (not for
+                           the --check-against reference): streams run in a
+                           random order that respects only the plan's
+                           events, async collectives run at their wait, and
+                           undefined buffers (async payloads before the
+                           collective, dead buffers) are poisoned with NaN,
+                           so a missing event or an early buffer reuse
+                           changes the numbers; a correct plan gives the
+                           same bits as without --strict
+  --strict-seed N          seed of --strict's stream order (default 1)
+  --no-verify-schedule     UNSAFE: load plans without checking that their
+                           streams, events and waits order every
+                           cross-stream access, buffer reuse and
+                           collective (to debug a bad plan, e.g. with
+                           --strict); such a plan may compute garbage or
+                           hang on a GPU
   --atol X, --rtol X       tolerance for --check-against: |a-b| <= atol +
                            rtol*|b| (default for fp32 logits: atol = 1e-5 x
                            max|reference logit|, rtol = 1e-4; for bf16/fp16:
@@ -97,6 +113,15 @@ struct Options {
   double timeout = 120;
   std::string profile, trace;
   std::vector<int> devices;
+  bool strict = false;
+  std::optional<uint64_t> strictSeed;
+  bool verifySchedule = true;
+
+  LoadOptions loadOptions() const {
+    LoadOptions lo;
+    lo.checkSchedule = verifySchedule;
+    return lo;
+  }
 };
 
 template <typename T> bool parseNumber(std::string_view s, T &out) {
@@ -187,6 +212,14 @@ Expected<Options> parseArgs(int argc, char **argv) {
       o.graph = flag == "--graph";
     } else if (flag == "--check") {
       o.check = true;
+    } else if (flag == "--strict") {
+      o.strict = true;
+    } else if (flag == "--strict-seed") {
+      uint64_t seed = 0;
+      st = number(seed);
+      o.strictSeed = seed;
+    } else if (flag == "--no-verify-schedule") {
+      o.verifySchedule = false;
     } else if (flag == "--iters") {
       st = number(o.iters);
     } else if (flag == "--warmup") {
@@ -227,6 +260,10 @@ Expected<Options> parseArgs(int argc, char **argv) {
                               !o.devices.empty()))
     return errorf("--check, --iters, --eager and --devices need --backend "
                   "cuda");
+  if (o.strict && o.backend != "cpu")
+    return errorf("--strict runs the CPU interpreter: use --backend cpu");
+  if (o.strictSeed && !o.strict)
+    return errorf("--strict-seed needs --strict");
   if (o.backend == "cuda" && o.graph && (!o.profile.empty() || !o.trace.empty()))
     return errorf("--profile and --trace time each op: add --eager (a CUDA "
                   "Graph replays as one launch)");
@@ -244,6 +281,8 @@ struct PlanRun {
   LoadedPlan plan;
   GenerationShape shape;
   std::string backend;
+  bool strict = false;
+  uint64_t strictSeed = 1;
   std::unique_ptr<ThreadedRunner> cpu;
   bool profiling = false;
   std::vector<std::vector<OpTime>> profiles; // one per step, rank 0
@@ -253,20 +292,21 @@ struct PlanRun {
   std::vector<cuda::StepTiming> timedDecode; // --iters
 #endif
 
+  /// A reference run (--check, --check-against): never strict.
   static Expected<std::unique_ptr<PlanRun>>
   create(const std::string &path, const Options &o,
          const std::string &backend) {
-    auto plan = loadPlanFile(path);
+    auto plan = loadPlanFile(path, o.loadOptions());
     if (!plan)
       return plan.status();
-    return create(*plan, path, o, backend, nullptr);
+    return create(*plan, path, o, backend, nullptr, /*strict=*/false);
   }
 
   /// `plan`, loaded from `path`; `processes`: this process runs one rank of
-  /// a multi-process run.
+  /// a multi-process run; `strict`: the CPU interpreter's strict mode.
   static Expected<std::unique_ptr<PlanRun>>
   create(const LoadedPlan &plan, const std::string &path, const Options &o,
-         const std::string &backend, Bootstrap *processes) {
+         const std::string &backend, Bootstrap *processes, bool strict) {
     auto shape = generationShape(plan.root());
     if (!shape)
       return errorf(path, ": ", shape.status().message());
@@ -281,6 +321,9 @@ struct PlanRun {
         return errorf(path, ": ", runner.status().message());
       run->cpu = runner.take();
       run->cpu->rank(0).setProfiling(run->profiling);
+      run->strict = strict;
+      run->strictSeed = o.strictSeed.value_or(1);
+      run->cpu->setStrict(strict, run->strictSeed);
     }
 #ifdef BRAID_HAVE_CUDA
     if (backend == "cuda") {
@@ -377,9 +420,10 @@ void printSummary(std::ostream &os, const std::string &path,
                   const PlanRun &run, const std::vector<StepRecord> &steps) {
   const GenerationShape &s = run.shape;
   os << "=== braid-run: " << path << " | backend " << run.backend
-     << " | ranks "
-     << run.plan.root().world_size() << " | batch " << s.batch << " | prompt "
-     << s.promptLength << " | vocab " << s.vocab << " ===\n";
+     << (run.strict ? " (strict, seed " + std::to_string(run.strictSeed) + ")"
+                    : "")
+     << " | ranks " << run.plan.root().world_size() << " | batch " << s.batch
+     << " | prompt " << s.promptLength << " | vocab " << s.vocab << " ===\n";
   os << "prompt:";
   os << " ";
   printTokens(os, steps.front().inputIds, s.batch);
@@ -615,7 +659,8 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
   };
   auto opts = parseArgs(argc, argv);
   Expected<LoadedPlan> loaded =
-      opts ? loadPlanFile(opts->plan) : Expected<LoadedPlan>(opts.status());
+      opts ? loadPlanFile(opts->plan, opts->loadOptions())
+           : Expected<LoadedPlan>(opts.status());
   if (processes) {
     Status agreed = agreeOnRun(*processes, opts, loaded);
     if (!agreed)
@@ -632,7 +677,8 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
   }
 
   // From here on ranks of a multi-process run meet in NCCL collectives.
-  auto created = PlanRun::create(*loaded, o.plan, o, o.backend, processes);
+  auto created =
+      PlanRun::create(*loaded, o.plan, o, o.backend, processes, o.strict);
   if (!created)
     return fail(created.status(), Phase::Collective);
   PlanRun *run = created->get();
