@@ -361,3 +361,62 @@ TEST(StrictInterpreter, ProfileHasEveryOp) {
   ASSERT_TRUE((*runner)->run("main", perRankX(2, {4})));
   EXPECT_EQ((*runner)->rank(0).lastProfile().size(), 5u);
 }
+
+// The loader runs the schedule check without MLIR: the same broken plans
+// are refused by default, naming the unordered pair.
+TEST(PlanLoader, RefusesUnorderedTwoStreamPlans) {
+  auto refused = [](const PlanBuilder &pb) {
+    auto plan = loadPlan(pb.finish());
+    return plan ? std::string() : plan.status().message();
+  };
+  EXPECT_EQ(refused(twoStreamPlan(Missing::None, false)), "");
+  EXPECT_EQ(refused(twoStreamPlan(Missing::None, true)), "");
+  EXPECT_EQ(refused(reusePlan(true)), "");
+  std::string m = refused(twoStreamPlan(Missing::ProducerToStart, false));
+  EXPECT_NE(m.find("op 0 (mul, stream 0) and op 1 (all_reduce_start, stream "
+                   "1) are not ordered"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("bytes [64, 80) of the arena"), std::string::npos) << m;
+  m = refused(twoStreamPlan(Missing::WaitToConsumer, true));
+  EXPECT_NE(m.find("op 3 (wait, stream 1) and op 4 (add, stream 0)"),
+            std::string::npos)
+      << m;
+  m = refused(reusePlan(false));
+  EXPECT_NE(m.find("op 1 (add, stream 1) and op 2 (add, stream 0)"),
+            std::string::npos)
+      << m;
+}
+
+TEST(PlanLoader, RefusesConcurrentCollectivesOfTwoCommunicators) {
+  // all_reduce of group 0 on stream 0 and on stream 1, nothing between.
+  auto build = [](bool ordered) {
+    PlanBuilder pb(2);
+    pb.group("tp", 2);
+    FnBuilder f = pb.function("main");
+    f.fn().num_streams = 2;
+    f.fn().num_events = 1;
+    int x = f.input("x", {4});
+    int a = f.tensor({4}), b = f.tensor({4});
+    plan::OpT &first = f.op(OpCode::AllReduce, {x}, {a});
+    first.group = 0;
+    first.record_events = {0};
+    plan::OpT &second = f.op(OpCode::AllReduce, {x}, {b});
+    second.group = 0;
+    second.stream = 1;
+    if (ordered)
+      second.wait_events = {0};
+    f.output("a", a);
+    f.output("b", b);
+    return pb;
+  };
+  EXPECT_TRUE(loadPlan(build(true).finish()));
+  auto bad = loadPlan(build(false).finish());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find(
+                "op 0 (all_reduce, stream 0) and op 1 (all_reduce, stream 1) "
+                "are not ordered by streams, events or waits: collectives of "
+                "two communicators may run concurrently and deadlock"),
+            std::string::npos)
+      << bad.status().message();
+}
