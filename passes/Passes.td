@@ -75,9 +75,10 @@ def BraidEstimatePass : Pass<"braid-estimate", "::mlir::ModuleOp"> {
   let description = [{
     Prices every op on a hardware target (`targets/*.json`, or a path) and
     replays each public function as the ranks would run it: serially for
-    unscheduled IR, per stream honoring data dependencies and async
-    start/wait pairs for scheduled IR (`braid.stream` on ops; async starts
-    default to a communication stream). The host launches kernels at the
+    unscheduled IR (everything on stream 0, where an async start overlaps
+    nothing), per stream for scheduled IR (`braid.stream` on ops), honoring
+    data dependencies, async start/wait pairs and `braid.event_wait` on an
+    `braid.event_record`. The host launches kernels at the
     target's eager or CUDA Graph launch cost.
 
     Reports per function: step time T, compute time C, communication time

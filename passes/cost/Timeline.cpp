@@ -75,9 +75,28 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   double host = 0; // when the host has issued the last kernel
   int lastKernel = -1;
 
+  llvm::DenseMap<Value, double> eventTime; // when a recorded event completes
   for (Operation &op : func.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       continue;
+    // Events launch nothing: a record marks its stream's progress, a wait
+    // holds its stream back until then. Serially they are no-ops.
+    if (isa<EventRecordOp, EventWaitOp>(op)) {
+      if (serial)
+        continue;
+      size_t stream = size_t(getStream(&op).value_or(0));
+      if (stream >= streamFree.size()) {
+        streamFree.resize(stream + 1, 0.0);
+        streamLast.resize(stream + 1, -1);
+      }
+      if (auto record = dyn_cast<EventRecordOp>(op))
+        eventTime[record.getEvent()] = streamFree[stream];
+      else
+        streamFree[stream] = std::max(
+            streamFree[stream],
+            eventTime.lookup(cast<EventWaitOp>(op).getEvent()));
+      continue;
+    }
     OpCost c = model.cost(&op);
     Ready operands;
     for (Value v : op.getOperands()) {
@@ -92,13 +111,9 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
         ready[r] = operands;
       continue;
     }
-    int stream = 0;
-    if (!serial) {
-      if (auto attr = op.getAttrOfType<IntegerAttr>("braid.stream"))
-        stream = int(attr.getInt());
-      else if (op.hasTrait<OpTrait::BraidAsyncStart>())
-        stream = 1;
-    }
+    // Unscheduled IR (no braid.stream) runs on one stream: an async start
+    // there overlaps nothing, as on the GPU.
+    int stream = serial ? 0 : int(getStream(&op).value_or(0));
     if (size_t(stream) >= streamFree.size()) {
       streamFree.resize(size_t(stream) + 1, 0.0);
       streamLast.resize(size_t(stream) + 1, -1);

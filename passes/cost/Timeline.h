@@ -1,11 +1,11 @@
 //===- Timeline.h - Simulated per-stream timeline of one step ---*- C++ -*-===//
 //
 // Replays an entry function on the cost model. Every op runs on a stream:
-// `braid.stream` when the IR is scheduled, otherwise compute and sync
-// collectives on stream 0 and async collectives (`*_start`) on stream 1.
-// An op starts when its stream is free, its operands are ready (an async
-// payload at its collective's end; `braid.wait` makes the waiting stream
-// block on it) and, in eager mode, the host has launched it: the host
+// `braid.stream` when the IR is scheduled, otherwise stream 0. An op starts
+// when its stream is free, its operands are ready (an async payload at its
+// collective's end; `braid.wait` makes the waiting stream block on it), its
+// stream has passed every `braid.event_wait` (until the recording stream
+// reached the `braid.event_record`) and, in eager mode, the host has launched it: the host
 // issues kernels one after another at the eager launch cost, so short
 // kernels can be launch-bound. Every kernel also costs the graph launch
 // cost on the device (the per-node gap that CUDA Graph replay keeps). Ranks run the same program (SPMD): one

@@ -58,8 +58,8 @@ func.func @serial(%a: tensor<1024x1024xbf16> {braid.input = "a"}) -> (tensor<102
   return %y : tensor<1024x1024xbf16>
 }
 
-// Async: the all_reduce of %m1 runs on the communication stream under the
-// independent %m2:
+// Scheduled: the all_reduce of %m1 runs on stream 1 (after an event from
+// stream 0) under the independent %m2; the wait holds stream 0 back:
 //   s0: m1 [0, 22.475]  m2 [22.475, 44.950]  wait until 64.932  add [64.932, 72.224]
 //   s1: all_reduce [22.475, 64.932]
 // T_serial = 2 * 22.475 + 42.457 + 7.291 = 94.698; C = 2 * 21.475 + 6.291
@@ -81,10 +81,12 @@ func.func @serial(%a: tensor<1024x1024xbf16> {braid.input = "a"}) -> (tensor<102
 // CALIB: "step_time_ns": 143457,
 func.func @overlapped(%a: tensor<1024x1024xbf16> {braid.input = "a"}, %b: tensor<1024x1024xbf16> {braid.input = "b"}) -> (tensor<1024x1024xbf16> {braid.output = "y"}) {
   %w = braid.parameter "w" full [1024, 1024] : tensor<1024x1024xbf16>
-  %m1 = braid.matmul %a, %w : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
-  %h = braid.all_reduce_start sum %m1 on @tp : tensor<1024x1024xbf16> -> !braid.handle<tensor<1024x1024xbf16>>
-  %m2 = braid.matmul %b, %w : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
-  %r = braid.wait %h : !braid.handle<tensor<1024x1024xbf16>> -> tensor<1024x1024xbf16>
-  %y = braid.add %r, %m2 : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
+  %m1 = braid.matmul %a, %w {braid.stream = 0 : i64} : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  %h = braid.all_reduce_start sum %m1 on @tp {braid.stream = 1 : i64} : tensor<1024x1024xbf16> -> !braid.handle<tensor<1024x1024xbf16>>
+  %m2 = braid.matmul %b, %w {braid.stream = 0 : i64} : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
+  %r = braid.wait %h {braid.stream = 0 : i64} : !braid.handle<tensor<1024x1024xbf16>> -> tensor<1024x1024xbf16>
+  %y = braid.add %r, %m2 {braid.stream = 0 : i64} : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
   return %y : tensor<1024x1024xbf16>
 }
