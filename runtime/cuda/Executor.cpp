@@ -8,12 +8,14 @@
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
+#include "runtime/cuda/StreamPlan.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 
 using namespace braid::rt;
@@ -63,13 +65,152 @@ int64_t product(const Shape &s, size_t begin, size_t end) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Stream plan (StreamPlan.h): pure functions of the plan
+//===----------------------------------------------------------------------===//
+
+bool cuda::isCollectiveOpcode(OpCode code) {
+  switch (syncOpcode(code)) {
+  case OpCode::AllReduce:
+  case OpCode::AllGather:
+  case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
+  case OpCode::Broadcast:
+  case OpCode::Send:
+  case OpCode::Recv:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::vector<CommKey> cuda::planCommunicators(const plan::Plan &p) {
+  std::set<CommKey> keys;
+  if (p.functions())
+    for (const plan::Function *f : *p.functions())
+      if (f->ops())
+        for (const plan::Op *op : *f->ops())
+          if (isCollectiveOpcode(op->opcode()))
+            keys.insert({op->group(), op->stream()});
+  return {keys.begin(), keys.end()};
+}
+
+std::vector<CommIdKey> cuda::planCommunicatorIds(const plan::Plan &p) {
+  std::set<CommIdKey> ids;
+  for (const CommKey &c : planCommunicators(p))
+    for (int r = 0; r < p.world_size(); ++r)
+      ids.insert(communicatorIdOf(p, c, r));
+  return {ids.begin(), ids.end()};
+}
+
+CommIdKey cuda::communicatorIdOf(const plan::Plan &p, const CommKey &comm,
+                                 int worldRank) {
+  return {groupPosition(p, comm.group, worldRank).instanceKey, comm.stream};
+}
+
+std::vector<bool> cuda::planGemmStreams(const plan::Plan &p) {
+  std::vector<bool> gemm;
+  if (p.functions())
+    for (const plan::Function *f : *p.functions()) {
+      if (size_t(std::max(f->num_streams(), 1)) > gemm.size())
+        gemm.resize(size_t(std::max(f->num_streams(), 1)), false);
+      if (f->ops())
+        for (const plan::Op *op : *f->ops())
+          if (op->opcode() == OpCode::Matmul && op->stream() >= 0 &&
+              size_t(op->stream()) < gemm.size())
+            gemm[size_t(op->stream())] = true;
+    }
+  return gemm;
+}
+
+Expected<StreamPlan>
+cuda::planFunctionStreams(const plan::Function &f,
+                          const std::vector<CommKey> &comms) {
+  std::string fn = "function '" + (f.name() ? f.name()->str() : "") + "': ";
+  int numStreams = std::max(f.num_streams(), 1);
+  unsigned n = f.ops() ? f.ops()->size() : 0;
+  StreamPlan sp;
+  sp.ops.resize(n);
+  std::vector<bool> recorded(size_t(std::max(f.num_events(), 0)), false);
+  std::vector<bool> used(size_t(numStreams), false);
+  // Per handle: the latest start earlier in plan order (a handle may be
+  // reused after its Wait), and the Wait that completes each start.
+  std::vector<int> startOf(size_t(std::max(f.num_handles(), 0)), -1);
+  std::vector<int> waitOfStart(n, -1);
+  for (unsigned i = 0; i < n; ++i) {
+    const plan::Op &op = *f.ops()->Get(i);
+    int h = op.handle();
+    bool start = syncOpcode(op.opcode()) != op.opcode();
+    if ((start || op.opcode() == OpCode::Wait) &&
+        (h < 0 || size_t(h) >= startOf.size()))
+      return errorf(fn, "op ", i, ": handle ", h, " of ", f.num_handles());
+    if (start)
+      startOf[size_t(h)] = int(i);
+    if (op.opcode() == OpCode::Wait) {
+      if (startOf[size_t(h)] < 0)
+        return errorf(fn, "op ", i, ": waits on handle ", h,
+                      " with no start before it");
+      waitOfStart[size_t(startOf[size_t(h)])] = int(i);
+      startOf[size_t(h)] = -1;
+    }
+  }
+  std::fill(startOf.begin(), startOf.end(), -1);
+  for (unsigned i = 0; i < n; ++i) {
+    const plan::Op &op = *f.ops()->Get(i);
+    StreamPlan::OpSync &sync = sp.ops[i];
+    if (op.stream() < 0 || op.stream() >= numStreams)
+      return errorf(fn, "op ", i, ": stream ", op.stream(), " of ", numStreams);
+    used[size_t(op.stream())] = true;
+    if (op.wait_events())
+      for (int e : *op.wait_events()) {
+        if (e < 0 || size_t(e) >= recorded.size())
+          return errorf(fn, "op ", i, ": waits on event ", e, " of ",
+                        f.num_events());
+        if (recorded[size_t(e)])
+          sync.waitEvents.push_back(e);
+      }
+    if (op.record_events())
+      for (int e : *op.record_events()) {
+        if (e < 0 || size_t(e) >= recorded.size())
+          return errorf(fn, "op ", i, ": records event ", e, " of ",
+                        f.num_events());
+        recorded[size_t(e)] = true;
+        sync.recordEvents.push_back(e);
+      }
+    if (isCollectiveOpcode(op.opcode())) {
+      auto it = std::lower_bound(comms.begin(), comms.end(),
+                                 CommKey{op.group(), op.stream()});
+      if (it == comms.end() || !(*it == CommKey{op.group(), op.stream()}))
+        return errorf(fn, "op ", i, ": no communicator for group ", op.group(),
+                      " on stream ", op.stream());
+      sync.comm = int(it - comms.begin());
+    }
+    int h = op.handle();
+    if (syncOpcode(op.opcode()) != op.opcode()) {
+      startOf[size_t(h)] = int(i);
+      int wait = waitOfStart[i];
+      if (wait >= 0 && f.ops()->Get(unsigned(wait))->stream() != op.stream())
+        sync.recordHandleEvent = sp.numHandleEvents++;
+    }
+    if (op.opcode() == OpCode::Wait) {
+      const StreamPlan::OpSync &started = sp.ops[size_t(startOf[size_t(h)])];
+      sync.waitHandleEvent = started.recordHandleEvent;
+      startOf[size_t(h)] = -1;
+    }
+  }
+  for (int s = 1; s < numStreams; ++s)
+    if (used[size_t(s)])
+      sp.forkedStreams.push_back(s);
+  return sp;
+}
+
 namespace braid::rt::cuda {
 
 class CudaRank {
 public:
   static Expected<std::unique_ptr<CudaRank>>
   create(LoadedPlan plan, int rank, int device,
-         const std::map<int64_t, ncclUniqueId> &ids,
+         const std::map<CommIdKey, ncclUniqueId> &ids,
          const ExecutorOptions &options);
   ~CudaRank();
 
@@ -83,11 +224,13 @@ public:
 private:
   struct Function {
     const plan::Function *f = nullptr;
+    StreamPlan streams; // events, communicators, fork/join per op
     DeviceMemory arena;
     std::vector<void *> ptr; // device storage of every tensor
-    std::vector<Event> events;
+    std::vector<Event> events;       // the plan's, by event id
+    std::vector<Event> handleEvents; // cross-stream Waits (StreamPlan)
     Event fork;
-    std::vector<Event> join; // one per stream > 0
+    std::vector<Event> join; // one per streams.forkedStreams
     std::map<int, GemmPlan> gemms;     // by op index
     std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
     std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
@@ -101,7 +244,7 @@ private:
   CudaRank(LoadedPlan plan, int rank, int device, ExecutorOptions options)
       : plan_(std::move(plan)), rank_(rank), device_(device),
         options_(options) {}
-  Status init(const std::map<int64_t, ncclUniqueId> &ids);
+  Status init(const std::map<CommIdKey, ncclUniqueId> &ids);
   Status prepareFunction(Function &fn);
   Status enqueue(Function &fn);
   Status runOp(Function &fn, int index, cudaStream_t stream);
@@ -130,9 +273,14 @@ private:
   std::vector<DeviceMemory> params_;
   std::vector<DeviceMemory> state_;
   std::vector<Stream> streams_;
-  std::vector<ncclComm_t> comms_; // by group index
-  cublasLtHandle_t lt_ = nullptr;
-  DeviceMemory workspace_;
+  /// One communicator per (group, stream) the plan's collectives use, in
+  /// planCommunicators order (StreamPlan::OpSync::comm indexes it).
+  std::vector<CommKey> commKeys_;
+  std::vector<NcclComm> comms_;
+  /// One handle (it holds no stream), one workspace per stream that runs a
+  /// GEMM (null elsewhere): concurrent split-K GEMMs never share one.
+  CublasLtHandle lt_;
+  std::vector<DeviceMemory> workspaces_; // by stream
   std::optional<DeviceErrorFlag> errors_;
   Event start_, stop_;
   std::map<int, Function> functions_; // by function index
@@ -144,7 +292,7 @@ private:
 
 Expected<std::unique_ptr<CudaRank>>
 CudaRank::create(LoadedPlan plan, int rank, int device,
-                 const std::map<int64_t, ncclUniqueId> &ids,
+                 const std::map<CommIdKey, ncclUniqueId> &ids,
                  const ExecutorOptions &options) {
   std::unique_ptr<CudaRank> r(
       new CudaRank(std::move(plan), rank, device, options));
@@ -156,18 +304,17 @@ CudaRank::create(LoadedPlan plan, int rank, int device,
 
 CudaRank::~CudaRank() {
   (void)cudaSetDevice(device_);
+  // Graphs hold NCCL and cuBLASLt work: they go before the communicators
+  // and the handle; the rest follows in member order.
   for (auto &[index, fn] : functions_) {
     fn.exec.reset();
     fn.graph.reset();
   }
-  for (ncclComm_t c : comms_)
-    if (c)
-      (void)ncclCommDestroy(c);
-  if (lt_)
-    (void)cublasLtDestroy(lt_);
+  comms_.clear();
+  lt_.reset();
 }
 
-Status CudaRank::init(const std::map<int64_t, ncclUniqueId> &ids) {
+Status CudaRank::init(const std::map<CommIdKey, ncclUniqueId> &ids) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   const plan::Plan &p = plan_.root();
 
@@ -210,24 +357,33 @@ Status CudaRank::init(const std::map<int64_t, ncclUniqueId> &ids) {
   }
   BRAID_CUDA_CHECK(cudaEventCreate(start_.out()));
   BRAID_CUDA_CHECK(cudaEventCreate(stop_.out()));
-  BRAID_CUBLAS_CHECK(cublasLtCreate(&lt_));
-  BRAID_CUDA_CHECK(cudaMalloc(workspace_.out(), options_.gemmWorkspaceBytes));
+  BRAID_CUBLAS_CHECK(cublasLtCreate(lt_.out()));
+  std::vector<bool> gemmStreams = planGemmStreams(p);
+  workspaces_.resize(streams_.size());
+  for (size_t s = 0; s < gemmStreams.size() && s < streams_.size(); ++s)
+    if (gemmStreams[s] && options_.gemmWorkspaceBytes)
+      BRAID_CUDA_CHECK(
+          cudaMalloc(workspaces_[s].out(), options_.gemmWorkspaceBytes));
   auto flag = DeviceErrorFlag::create();
   if (!flag)
     return flag.status();
   errors_ = std::move(*flag);
 
-  // One communicator per group this rank is in. Every rank walks the
-  // groups in the same order, so the blocking inits pair up.
-  if (p.groups())
-    for (unsigned g = 0; g < p.groups()->size(); ++g) {
-      GroupPosition pos = groupPosition(p, int(g), rank_);
-      ncclComm_t comm = nullptr;
-      BRAID_NCCL_CHECK(ncclCommInitRank(&comm, pos.size,
-                                        ids.at(pos.instanceKey),
-                                        pos.rankInGroup));
-      comms_.push_back(comm);
-    }
+  // One communicator per (group, stream) the collectives use. Every rank
+  // creates them in the same (sorted) order, each from the id of its own
+  // group instance on that stream, so the blocking inits pair up.
+  commKeys_ = planCommunicators(p);
+  for (const CommKey &key : commKeys_) {
+    GroupPosition pos = groupPosition(p, key.group, rank_);
+    auto id = ids.find(communicatorIdOf(p, key, rank_));
+    if (id == ids.end())
+      return errorf("no NCCL id for group ", key.group, " instance ",
+                    pos.instanceKey, " on stream ", key.stream);
+    NcclComm comm;
+    BRAID_NCCL_CHECK(ncclCommInitRank(comm.out(), pos.size, id->second,
+                                      pos.rankInGroup));
+    comms_.push_back(std::move(comm));
+  }
 
   if (p.functions())
     for (unsigned i = 0; i < p.functions()->size(); ++i) {
@@ -257,17 +413,25 @@ Status CudaRank::prepareFunction(Function &fn) {
         fn.ptr.push_back(arena + t->buffer_offset());
       }
     }
-  for (int i = 0; i < f.num_events(); ++i) {
-    Event e;
-    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
-    fn.events.push_back(std::move(e));
-  }
-  BRAID_CUDA_CHECK(cudaEventCreateWithFlags(fn.fork.out(), cudaEventDisableTiming));
-  for (size_t s = 1; s < streams_.size(); ++s) {
-    Event e;
-    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
-    fn.join.push_back(std::move(e));
-  }
+  auto streams = planFunctionStreams(f, commKeys_);
+  if (!streams)
+    return streams.status();
+  fn.streams = std::move(*streams);
+  auto newEvents = [](std::vector<Event> &into, int count) -> Status {
+    for (int i = 0; i < count; ++i) {
+      Event e;
+      BRAID_CUDA_CHECK(
+          cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+      into.push_back(std::move(e));
+    }
+    return Status::ok();
+  };
+  BRAID_RETURN_IF_ERROR(newEvents(fn.events, f.num_events()));
+  BRAID_RETURN_IF_ERROR(newEvents(fn.handleEvents, fn.streams.numHandleEvents));
+  BRAID_RETURN_IF_ERROR(
+      newEvents(fn.join, int(fn.streams.forkedStreams.size())));
+  BRAID_CUDA_CHECK(
+      cudaEventCreateWithFlags(fn.fork.out(), cudaEventDisableTiming));
   if (options_.profile && f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       Event begin, end;
@@ -312,7 +476,8 @@ Status CudaRank::prepareFunction(Function &fn) {
             fn.absorbed[size_t(absorbed)] = true;
           fn.epilogues.emplace(int(i), chain->second);
         }
-        auto gemm = GemmPlan::create(lt_, *shape, options_.gemmWorkspaceBytes);
+        auto gemm =
+            GemmPlan::create(lt_.get(), *shape, options_.gemmWorkspaceBytes);
         if (!gemm)
           return errorf(where, "op ", i, ": ", gemm.status().message());
         fn.gemms.emplace(int(i), std::move(*gemm));
@@ -336,7 +501,9 @@ Status CudaRank::prepareFunction(Function &fn) {
 Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
                                cudaStream_t stream) {
   OpCode code = syncOpcode(op.opcode());
-  ncclComm_t comm = comms_[size_t(op.group())];
+  // The communicator of (group, this op's stream): never shared with
+  // another stream.
+  ncclComm_t comm = comms_[size_t(fn.streams.ops[size_t(index)].comm)].get();
   int n = groupPosition(plan_.root(), op.group(), rank_).size;
   auto hasOperand = op.operands() && op.operands()->size() > 0;
   auto hasResult = op.results() && op.results()->size() > 0;
@@ -445,15 +612,19 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   auto result = [&](unsigned i) { return ref(fn, op.results()->Get(i)); };
   switch (op.opcode()) {
   case OpCode::Matmul: {
+    // The workspace of the op's stream: GEMMs running concurrently on two
+    // streams never share split-K partials.
+    void *workspace = workspaces_[size_t(op.stream())].get();
+    size_t wsBytes = workspace ? options_.gemmWorkspaceBytes : 0;
     auto fused = fn.epilogues.find(index);
     if (fused == fn.epilogues.end())
-      return fn.gemms.at(index).run(lt_, operand(0).data, operand(1).data,
-                                    result(0).data, workspace_.get(),
-                                    options_.gemmWorkspaceBytes, stream);
+      return fn.gemms.at(index).run(lt_.get(), operand(0).data,
+                                    operand(1).data, result(0).data,
+                                    workspace, wsBytes, stream);
     const GemmEpilogue &e = fused->second;
     return fn.gemms.at(index).run(
-        lt_, operand(0).data, operand(1).data, fn.ptr[size_t(e.output)],
-        workspace_.get(), options_.gemmWorkspaceBytes, stream,
+        lt_.get(), operand(0).data, operand(1).data, fn.ptr[size_t(e.output)],
+        workspace, wsBytes, stream,
         e.bias >= 0 ? fn.ptr[size_t(e.bias)] : nullptr);
   }
   case OpCode::Add:
@@ -512,8 +683,8 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
                               errors_->get(), stream);
   }
   case OpCode::Wait:
-    // The collective was enqueued on its stream by the start; consumers on
-    // other streams are ordered by the plan's events.
+    // The collective was enqueued on its start's stream; a Wait on another
+    // stream waited for it in enqueue (StreamPlan's handle event).
     return Status::ok();
   default:
     return runCollective(fn, index, op, stream);
@@ -522,19 +693,30 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
 
 Status CudaRank::enqueue(Function &fn) {
   const plan::Function &f = *fn.f;
+  const StreamPlan &sp = fn.streams;
   cudaStream_t main = streams_[0].get();
-  // Fork: every stream starts after stream 0's work so far (the inputs).
+  // Fork: every other stream the function uses starts after stream 0's work
+  // so far (the inputs). Under capture this also pulls those streams into
+  // the capture that stream 0 began.
   BRAID_CUDA_CHECK(cudaEventRecord(fn.fork.get(), main));
-  for (size_t s = 1; s < streams_.size(); ++s)
-    BRAID_CUDA_CHECK(cudaStreamWaitEvent(streams_[s].get(), fn.fork.get(), 0));
+  for (int s : sp.forkedStreams)
+    BRAID_CUDA_CHECK(
+        cudaStreamWaitEvent(streams_[size_t(s)].get(), fn.fork.get(), 0));
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
+      const StreamPlan::OpSync &sync = sp.ops[i];
       cudaStream_t stream = streams_[size_t(op.stream())].get();
-      if (op.wait_events())
-        for (int e : *op.wait_events())
-          BRAID_CUDA_CHECK(
-              cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
+      // Enqueued in plan order, so each wait sees the event's latest
+      // record earlier in plan order, as the plan means.
+      for (int e : sync.waitEvents)
+        BRAID_CUDA_CHECK(
+            cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
+      // A Wait on another stream than its start: wait for the collective
+      // (before any event this Wait records, which must cover it).
+      if (sync.waitHandleEvent >= 0)
+        BRAID_CUDA_CHECK(cudaStreamWaitEvent(
+            stream, fn.handleEvents[size_t(sync.waitHandleEvent)].get(), 0));
       if (options_.profile)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.opBegin[i].get(), stream));
       // An absorbed op ran inside its chain's GEMM (zero time here).
@@ -548,14 +730,20 @@ Status CudaRank::enqueue(Function &fn) {
                       op.loc() ? " at " + op.loc()->str() : std::string(),
                       ": ", st.message());
       }
-      if (op.record_events())
-        for (int e : *op.record_events())
-          BRAID_CUDA_CHECK(cudaEventRecord(fn.events[size_t(e)].get(), stream));
+      // Right after the collective is issued, so a Wait elsewhere waits
+      // for it and not for what this stream runs next.
+      if (sync.recordHandleEvent >= 0)
+        BRAID_CUDA_CHECK(cudaEventRecord(
+            fn.handleEvents[size_t(sync.recordHandleEvent)].get(), stream));
+      for (int e : sync.recordEvents)
+        BRAID_CUDA_CHECK(cudaEventRecord(fn.events[size_t(e)].get(), stream));
     }
-  // Join every stream back into stream 0.
-  for (size_t s = 1; s < streams_.size(); ++s) {
-    BRAID_CUDA_CHECK(cudaEventRecord(fn.join[s - 1].get(), streams_[s].get()));
-    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, fn.join[s - 1].get(), 0));
+  // Join every forked stream back into stream 0 (a capture must end with
+  // all of them joined to its origin stream).
+  for (size_t j = 0; j < sp.forkedStreams.size(); ++j) {
+    cudaStream_t s = streams_[size_t(sp.forkedStreams[j])].get();
+    BRAID_CUDA_CHECK(cudaEventRecord(fn.join[j].get(), s));
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, fn.join[j].get(), 0));
   }
   // State updated out of place is copied into its slot, as one
   // simultaneous assignment: sources that are other slots go through the
@@ -589,11 +777,9 @@ Status CudaRank::enqueue(Function &fn) {
 }
 
 void CudaRank::abortComms() {
-  for (ncclComm_t &c : comms_)
-    if (c) {
-      (void)ncclCommAbort(c);
-      c = nullptr;
-    }
+  for (NcclComm &c : comms_)
+    if (c)
+      (void)ncclCommAbort(c.release());
   broken_ = true;
 }
 
@@ -606,7 +792,8 @@ Status CudaRank::waitForStep(cudaEvent_t done,
       return Status::ok();
     if (q != cudaErrorNotReady)
       BRAID_CUDA_CHECK(q);
-    for (ncclComm_t c : comms_) {
+    for (const NcclComm &owned : comms_) {
+      ncclComm_t c = owned.get();
       ncclResult_t async = ncclSuccess;
       if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess &&
           async != ncclSuccess && async != ncclInProgress) {
@@ -773,19 +960,15 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
     gpus.push_back(gpu);
   }
 
-  // One NCCL id per group instance: made here for a single process, by
-  // rank 0 and broadcast (in key order) for several.
-  std::map<int64_t, ncclUniqueId> ids;
-  if (p.groups())
-    for (unsigned g = 0; g < p.groups()->size(); ++g)
-      for (int r = 0; r < world; ++r) {
-        int64_t key = groupPosition(p, int(g), r).instanceKey;
-        if (ids.count(key))
-          continue;
-        ncclUniqueId &id = ids[key] = ncclUniqueId{};
-        if (!processes || processes->rank() == 0)
-          BRAID_NCCL_CHECK(ncclGetUniqueId(&id));
-      }
+  // One NCCL id per (group instance, stream) a collective uses: made here
+  // for a single process, by rank 0 and broadcast (in key order, which
+  // depends on the plan alone) for several.
+  std::map<CommIdKey, ncclUniqueId> ids;
+  for (const CommIdKey &key : planCommunicatorIds(p)) {
+    ncclUniqueId &id = ids[key] = ncclUniqueId{};
+    if (!processes || processes->rank() == 0)
+      BRAID_NCCL_CHECK(ncclGetUniqueId(&id));
+  }
   if (processes) {
     std::string blob;
     for (const auto &[key, id] : ids)

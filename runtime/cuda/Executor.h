@@ -3,16 +3,22 @@
 // One CudaRank per GPU. At creation a rank allocates everything once: one
 // arena per function (the plan's arena_size), its parameter slices
 // (deterministic weights generated on the GPU, bit-identical to the CPU
-// interpreter's; or a checkpoint's, via setParameter) and zeroed state slots; the plan's streams and
-// events; a cuBLASLt handle with a fixed workspace and one GEMM plan per
-// matmul; staging buffers for collectives along a non-zero dim; and one NCCL
-// communicator per device group it belongs to.
+// interpreter's; or a checkpoint's, via setParameter) and zeroed state
+// slots; the plan's streams and events; a cuBLASLt handle with one fixed
+// workspace per stream that runs GEMMs and one GEMM plan per matmul; staging
+// buffers for collectives along a non-zero dim; and one NCCL communicator
+// per (device group, stream) pair the plan's collectives use, created in
+// (group, stream) order on every rank (StreamPlan.h).
 //
 // A step copies the inputs to their fixed arena buffers, then either
 // launches the ops on their streams (eager) or replays the function's CUDA
-// Graph: captured on first use with event fork/join across the plan's
-// streams, instantiated once, uploaded before its first launch, re-captured
-// never (shapes are static). The KV-cache position is a device tensor, so
+// Graph: captured on first use, instantiated once, uploaded before its
+// first launch, re-captured never (shapes are static). Both enqueue the
+// same sequence: stream 0 forks to the other streams the function uses
+// through an event; each op waits for its plan events, runs, and records
+// its plan events; a Wait on another stream than its collective's start
+// waits for an event recorded right after the start; every forked stream
+// joins stream 0 at the end. The KV-cache position is a device tensor, so
 // the same graph serves every decode step.
 //
 // Faults: every CUDA/cuBLAS/NCCL error names the call, file and line; a

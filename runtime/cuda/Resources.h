@@ -2,13 +2,19 @@
 //
 // One owner per CUDA object kind (TensorRT-LLM's cudaStream.h style):
 // move-only, destructors never throw and ignore errors (they may run while
-// an error is being reported).
+// an error is being reported). The NCCL communicator owner exists only
+// where nccl.h is on the include path (the executor; not the kernels).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_CUDA_RESOURCES_H
 #define BRAID_RUNTIME_CUDA_RESOURCES_H
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define BRAID_RESOURCES_HAVE_NCCL 1
+#endif
 
 #include <cstddef>
 #include <utility>
@@ -36,6 +42,8 @@ public:
     return &value_;
   }
   explicit operator bool() const { return value_ != T(); }
+  /// Gives up ownership (e.g. to destroy the object another way).
+  T release() { return std::exchange(value_, T()); }
   void reset() {
     if (value_ != T())
       Deleter()(value_);
@@ -62,11 +70,26 @@ struct DestroyGraphExec {
   void operator()(cudaGraphExec_t g) const { (void)cudaGraphExecDestroy(g); }
 };
 
+struct DestroyCublasLt {
+  void operator()(cublasLtHandle_t h) const { (void)cublasLtDestroy(h); }
+};
+#ifdef BRAID_RESOURCES_HAVE_NCCL
+/// ncclCommDestroy; a communicator with a stuck or failed operation is
+/// instead released and given to ncclCommAbort.
+struct DestroyComm {
+  void operator()(ncclComm_t c) const { (void)ncclCommDestroy(c); }
+};
+#endif
+
 using DeviceMemory = Owner<void *, FreeDevice>;
 using Stream = Owner<cudaStream_t, DestroyStream>;
 using Event = Owner<cudaEvent_t, DestroyEvent>;
 using Graph = Owner<cudaGraph_t, DestroyGraph>;
 using GraphExec = Owner<cudaGraphExec_t, DestroyGraphExec>;
+using CublasLtHandle = Owner<cublasLtHandle_t, DestroyCublasLt>;
+#ifdef BRAID_RESOURCES_HAVE_NCCL
+using NcclComm = Owner<ncclComm_t, DestroyComm>;
+#endif
 
 } // namespace braid::rt::cuda
 

@@ -4,13 +4,17 @@
 // eager and as a captured CUDA Graph, through the same code path; outputs
 // must agree within the storage type's tolerance. NCCL runs at world size
 // 1 (one GPU), so collectives are captured into the graph too. Without a
-// usable GPU every test skips and says why.
+// usable GPU every test skips and says why; the plans, their CPU reference
+// results and the executor's stream plan (StreamPlan.h: communicators per
+// (group, stream), workspaces per stream, events for cross-stream Waits)
+// are checked on every machine.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Interpreter.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Executor.h"
 #include "runtime/cuda/GemmFusion.h"
+#include "runtime/cuda/StreamPlan.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -277,6 +281,317 @@ TEST(CudaExecutor, MultiStreamCaptureWithEventsAndAsyncCollective) {
       {"x", HostTensor::fromFloats(DType::F32, {16, 32}, wave(512, 0.2f))},
       {"x2", HostTensor::fromFloats(DType::F32, {16, 32}, wave(512, 0.7f))}};
   expectSameOnGpu(pb, {{"step", in}, {"step", in}}, 1e-5, 1e-4);
+}
+
+// Two streams that both run GEMMs (each with its own cuBLASLt workspace)
+// and collectives on both streams whose Waits are on the other stream, with
+// no plan event for the executor to lean on: the Wait alone must make its
+// stream wait for the collective. Schedule (stream: op):
+//   0: m1 = x @ w1                               record e0
+//   1: wait e0; r = all_reduce_start(m1) h0      (communicator (tp, 1))
+//   1: m3 = x2 @ w2                              record e1
+//   0: m2 = x2 @ w1                              (concurrent with m3)
+//   0: wait h0                                   (start on stream 1)
+//   0: y0 = r + m2
+//   0: wait e1; y1 = y0 + m3
+//   0: g = all_gather_start(y1) h1               (communicator (tp, 0))
+//   1: wait h1                                   (start on stream 0)
+//   1: z = g * g
+// Outputs y1 (stream 0) and z (stream 1, read after the final join).
+PlanBuilder crossStreamWaitPlan() {
+  PlanBuilder pb(1);
+  int tp = pb.group("tp", 1);
+  int w1 = pb.param("w1", {512, 32}, {512, 32});
+  int w2 = pb.param("w2", {512, 32}, {512, 32});
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {16, 512}), x2 = f.input("x2", {16, 512});
+  int wt1 = f.param(w1, pb.plan()), wt2 = f.param(w2, pb.plan());
+  int m1 = f.tensor({16, 32}), r = f.tensor({16, 32});
+  int m2 = f.tensor({16, 32}), m3 = f.tensor({16, 32});
+  int y0 = f.tensor({16, 32}), y1 = f.tensor({16, 32});
+  int g = f.tensor({16, 32}), z = f.tensor({16, 32});
+  f.op(OpCode::Matmul, {x, wt1}, {m1}).record_events = {0};
+  plan::OpT &ar = f.op(OpCode::AllReduceStart, {m1}, {r});
+  ar.group = tp;
+  ar.handle = 0;
+  ar.stream = 1;
+  ar.wait_events = {0};
+  plan::OpT &mm3 = f.op(OpCode::Matmul, {x2, wt2}, {m3});
+  mm3.stream = 1;
+  mm3.record_events = {1};
+  f.op(OpCode::Matmul, {x2, wt1}, {m2});
+  f.op(OpCode::Wait, {}, {}).handle = 0;
+  f.op(OpCode::Add, {r, m2}, {y0});
+  f.op(OpCode::Add, {y0, m3}, {y1}).wait_events = {1};
+  plan::OpT &ag = f.op(OpCode::AllGatherStart, {y1}, {g});
+  ag.group = tp;
+  ag.handle = 1;
+  ag.dim = 0;
+  plan::OpT &wait1 = f.op(OpCode::Wait, {}, {});
+  wait1.handle = 1;
+  wait1.stream = 1;
+  f.op(OpCode::Mul, {g, g}, {z}).stream = 1;
+  f.output("y", y1);
+  f.output("z", z);
+  f.fn().num_streams = 2;
+  f.fn().num_events = 2;
+  f.fn().num_handles = 2;
+  return pb;
+}
+
+TensorMap crossStreamWaitInputs() {
+  return {{"x",
+           HostTensor::fromFloats(DType::F32, {16, 512}, wave(16 * 512, 0.4f))},
+          {"x2", HostTensor::fromFloats(DType::F32, {16, 512},
+                                        wave(16 * 512, 1.1f))}};
+}
+
+TEST(CudaExecutor, CrossStreamWaitsAndGemmsOnTwoStreams) {
+  // fp32, K = 512: cuBLASLt may split K differently from the interpreter.
+  expectSameOnGpu(
+      crossStreamWaitPlan(),
+      {{"step", crossStreamWaitInputs()}, {"step", crossStreamWaitInputs()}},
+      1e-4, 1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// The stream plan (no GPU needed)
+//===----------------------------------------------------------------------===//
+
+const plan::Plan &rootOf(const std::vector<uint8_t> &bytes) {
+  return *plan::GetPlan(bytes.data());
+}
+
+TEST(CudaStreamPlan, CrossStreamWaitPlanIsSafeForEveryStrictOrder) {
+  // The loader's schedule check accepts it (a Wait orders its stream after
+  // the start), and the strict interpreter gives plan order's bits.
+  auto loaded = loadPlan(crossStreamWaitPlan().finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  auto reference = ThreadedRunner::create(*loaded, 5);
+  ASSERT_TRUE(reference) << reference.status().message();
+  auto want = (*reference)->run("step", {crossStreamWaitInputs()});
+  ASSERT_TRUE(want) << want.status().message();
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    auto strict = ThreadedRunner::create(*loaded, 5);
+    ASSERT_TRUE(strict) << strict.status().message();
+    (*strict)->setStrict(true, seed);
+    auto got = (*strict)->run("step", {crossStreamWaitInputs()});
+    ASSERT_TRUE(got) << got.status().message();
+    for (const char *name : {"y", "z"})
+      EXPECT_EQ((*got)[0].at(name).bytes, (*want)[0].at(name).bytes)
+          << name << " seed " << seed;
+  }
+}
+
+TEST(CudaStreamPlan, WaitOnAnotherStreamWaitsForAnEventAfterTheStart) {
+  std::vector<uint8_t> bytes = crossStreamWaitPlan().finish();
+  const plan::Plan &p = rootOf(bytes);
+  std::vector<cuda::CommKey> comms = cuda::planCommunicators(p);
+  ASSERT_EQ(comms, (std::vector<cuda::CommKey>{{0, 0}, {0, 1}}));
+  auto sp = cuda::planFunctionStreams(*p.functions()->Get(0), comms);
+  ASSERT_TRUE(sp) << sp.status().message();
+  ASSERT_EQ(sp->ops.size(), 10u);
+  EXPECT_EQ(sp->numHandleEvents, 2);
+  EXPECT_EQ(sp->forkedStreams, (std::vector<int>{1}));
+  // all_reduce_start on stream 1 (communicator 1), waited on stream 0.
+  EXPECT_EQ(sp->ops[1].comm, 1);
+  EXPECT_EQ(sp->ops[1].waitEvents, (std::vector<int>{0}));
+  EXPECT_EQ(sp->ops[1].recordHandleEvent, 0);
+  EXPECT_EQ(sp->ops[4].waitHandleEvent, 0);
+  EXPECT_EQ(sp->ops[4].recordHandleEvent, -1);
+  // all_gather_start on stream 0 (communicator 0), waited on stream 1.
+  EXPECT_EQ(sp->ops[7].comm, 0);
+  EXPECT_EQ(sp->ops[7].recordHandleEvent, 1);
+  EXPECT_EQ(sp->ops[8].waitHandleEvent, 1);
+  // Plan events pass through; compute ops have no communicator.
+  EXPECT_EQ(sp->ops[0].recordEvents, (std::vector<int>{0}));
+  EXPECT_EQ(sp->ops[2].recordEvents, (std::vector<int>{1}));
+  EXPECT_EQ(sp->ops[6].waitEvents, (std::vector<int>{1}));
+  for (int i : {0, 2, 3, 5, 6, 9})
+    EXPECT_EQ(sp->ops[size_t(i)].comm, -1) << "op " << i;
+  // Both streams run GEMMs: one workspace each.
+  EXPECT_EQ(cuda::planGemmStreams(p), (std::vector<bool>{true, true}));
+}
+
+TEST(CudaStreamPlan, WaitOnTheStartsStreamNeedsNoEvent) {
+  // The older hand-scheduled plan shape: start and Wait on one stream, or
+  // a Wait that the plan already orders with its own event.
+  PlanBuilder pb(1);
+  int tp = pb.group("tp", 1);
+  FnBuilder f = pb.function("main");
+  int x = f.input("x", {4}), a = f.tensor({4}), b = f.tensor({4});
+  plan::OpT &s0 = f.op(OpCode::AllReduceStart, {x}, {a});
+  s0.group = tp;
+  s0.handle = 0;
+  s0.stream = 1;
+  f.op(OpCode::Wait, {}, {}).handle = 0;
+  f.fn().ops[1]->stream = 1; // same stream as its start
+  // The handle is reused after its Wait: the next Wait pairs with the
+  // latest start, here on stream 1 and waited on stream 0.
+  plan::OpT &s1 = f.op(OpCode::AllReduceStart, {a}, {b});
+  s1.group = tp;
+  s1.handle = 0;
+  s1.stream = 1;
+  s1.record_events = {0};
+  plan::OpT &w1 = f.op(OpCode::Wait, {}, {});
+  w1.handle = 0;
+  w1.wait_events = {0};
+  f.output("b", b);
+  f.fn().num_streams = 2;
+  f.fn().num_events = 1;
+  f.fn().num_handles = 1;
+  std::vector<uint8_t> bytes = pb.finish();
+  const plan::Plan &p = rootOf(bytes);
+  auto comms = cuda::planCommunicators(p);
+  ASSERT_EQ(comms, (std::vector<cuda::CommKey>{{0, 1}}));
+  auto sp = cuda::planFunctionStreams(*p.functions()->Get(0), comms);
+  ASSERT_TRUE(sp) << sp.status().message();
+  EXPECT_EQ(sp->ops[0].recordHandleEvent, -1);
+  EXPECT_EQ(sp->ops[1].waitHandleEvent, -1);
+  // Even with the plan's own event, the executor does not rely on it.
+  EXPECT_EQ(sp->ops[2].recordHandleEvent, 0);
+  EXPECT_EQ(sp->ops[3].waitHandleEvent, 0);
+  EXPECT_EQ(sp->ops[3].waitEvents, (std::vector<int>{0}));
+  EXPECT_EQ(sp->numHandleEvents, 1);
+  EXPECT_EQ(sp->forkedStreams, (std::vector<int>{1}));
+  // No matmul: no workspace on either stream.
+  EXPECT_EQ(cuda::planGemmStreams(p), (std::vector<bool>{false, false}));
+}
+
+TEST(CudaStreamPlan, OneCommunicatorPerGroupInstanceAndStream) {
+  // World 4 as a 2 x 2 mesh: tp = {0,1},{2,3} (stride 1), dp = {0,2},{1,3}
+  // (stride 2). Collectives of tp on streams 1 and 2, of dp on streams 0
+  // and 1, spread over two functions.
+  PlanBuilder pb(4);
+  int tp = pb.group("tp", 2, 1), dp = pb.group("dp", 2, 2);
+  auto collective = [](FnBuilder &f, OpCode code, int group, int stream) {
+    int in = f.tensor({4}), out = f.tensor({4});
+    plan::OpT &op = f.op(code, {in}, {out});
+    op.group = group;
+    op.stream = stream;
+    return out;
+  };
+  {
+    FnBuilder f = pb.function("prefill");
+    f.fn().num_streams = 3;
+    collective(f, OpCode::AllReduce, tp, 1);
+    collective(f, OpCode::AllReduce, dp, 1);
+    collective(f, OpCode::AllReduce, tp, 1); // same communicator again
+    f.op(OpCode::Matmul, {f.tensor({2, 2}), f.tensor({2, 2})},
+         {f.tensor({2, 2})})
+        .stream = 2;
+  }
+  {
+    FnBuilder f = pb.function("decode");
+    f.fn().num_streams = 3;
+    f.fn().num_handles = 1;
+    int out = collective(f, OpCode::AllReduceStart, tp, 2);
+    (void)out;
+    f.fn().ops.back()->handle = 0;
+    f.op(OpCode::Wait, {}, {}).handle = 0;
+    collective(f, OpCode::AllGather, dp, 0);
+  }
+  std::vector<uint8_t> bytes = pb.finish();
+  const plan::Plan &p = rootOf(bytes);
+  // Creation order, the same on every rank: sorted by (group, stream).
+  std::vector<cuda::CommKey> comms = cuda::planCommunicators(p);
+  EXPECT_EQ(comms,
+            (std::vector<cuda::CommKey>{{tp, 1}, {tp, 2}, {dp, 0}, {dp, 1}}));
+  // One id per (group instance, stream): tp's instances are keyed 0 and 2
+  // (group 0, bases 0 and 2), dp's 4 and 5 (group 1, bases 0 and 1).
+  EXPECT_EQ(
+      cuda::planCommunicatorIds(p),
+      (std::vector<cuda::CommIdKey>{
+          {0, 1}, {0, 2}, {2, 1}, {2, 2}, {4, 0}, {4, 1}, {5, 0}, {5, 1}}));
+  // The members of an instance use the same id; other instances another.
+  auto idOf = [&](int group, int stream, int rank) {
+    return cuda::communicatorIdOf(p, {group, stream}, rank);
+  };
+  EXPECT_EQ(idOf(tp, 1, 0), idOf(tp, 1, 1));
+  EXPECT_EQ(idOf(tp, 1, 2), idOf(tp, 1, 3));
+  EXPECT_FALSE(idOf(tp, 1, 0) == idOf(tp, 1, 2));
+  EXPECT_FALSE(idOf(tp, 1, 0) == idOf(tp, 2, 0));
+  EXPECT_EQ(idOf(dp, 0, 0), idOf(dp, 0, 2));
+  EXPECT_EQ(idOf(dp, 0, 1), idOf(dp, 0, 3));
+  EXPECT_EQ(idOf(dp, 1, 3), (cuda::CommIdKey{5, 1}));
+  // Ops map to their (group, own stream) communicator.
+  auto prefill = cuda::planFunctionStreams(*p.functions()->Get(0), comms);
+  ASSERT_TRUE(prefill) << prefill.status().message();
+  EXPECT_EQ(prefill->ops[0].comm, 0);
+  EXPECT_EQ(prefill->ops[1].comm, 3);
+  EXPECT_EQ(prefill->ops[2].comm, 0);
+  EXPECT_EQ(prefill->forkedStreams, (std::vector<int>{1, 2}));
+  auto decode = cuda::planFunctionStreams(*p.functions()->Get(1), comms);
+  ASSERT_TRUE(decode) << decode.status().message();
+  EXPECT_EQ(decode->ops[0].comm, 1);
+  EXPECT_EQ(decode->ops[1].comm, -1); // a Wait issues nothing
+  EXPECT_EQ(decode->ops[1].waitHandleEvent, 0);
+  EXPECT_EQ(decode->ops[2].comm, 2);
+  EXPECT_EQ(decode->forkedStreams, (std::vector<int>{2}));
+  // Only stream 2 runs a matmul.
+  EXPECT_EQ(cuda::planGemmStreams(p), (std::vector<bool>{false, false, true}));
+}
+
+TEST(CudaStreamPlan, SingleStreamPlanForksNothing) {
+  std::vector<uint8_t> bytes = mlpPlan(DType::F32).finish();
+  const plan::Plan &p = rootOf(bytes);
+  auto comms = cuda::planCommunicators(p);
+  ASSERT_EQ(comms, (std::vector<cuda::CommKey>{{0, 0}}));
+  EXPECT_EQ(cuda::planCommunicatorIds(p),
+            (std::vector<cuda::CommIdKey>{{0, 0}}));
+  auto sp = cuda::planFunctionStreams(*p.functions()->Get(0), comms);
+  ASSERT_TRUE(sp) << sp.status().message();
+  EXPECT_TRUE(sp->forkedStreams.empty());
+  EXPECT_EQ(sp->numHandleEvents, 0);
+  EXPECT_EQ(cuda::planGemmStreams(p), (std::vector<bool>{true}));
+}
+
+TEST(CudaStreamPlan, MalformedSchedulesAreErrors) {
+  auto planOf = [](auto edit) {
+    PlanBuilder pb(1);
+    pb.group("tp", 1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {4}), a = f.tensor({4});
+    plan::OpT &s = f.op(OpCode::AllReduceStart, {x}, {a});
+    s.group = 0;
+    s.handle = 0;
+    f.op(OpCode::Wait, {}, {}).handle = 0;
+    f.fn().num_handles = 1;
+    edit(f.fn());
+    return pb.finish();
+  };
+  auto errorOf = [](const std::vector<uint8_t> &bytes) {
+    const plan::Plan &p = rootOf(bytes);
+    auto sp = cuda::planFunctionStreams(*p.functions()->Get(0),
+                                        cuda::planCommunicators(p));
+    return sp ? std::string() : sp.status().message();
+  };
+  EXPECT_EQ(errorOf(planOf([](plan::FunctionT &) {})), "");
+  std::string wait = errorOf(planOf([](plan::FunctionT &fn) {
+    fn.ops[0]->opcode = OpCode::AllReduce; // the Wait loses its start
+    fn.ops[0]->handle = -1;
+  }));
+  EXPECT_NE(wait.find("waits on handle 0 with no start"), std::string::npos)
+      << wait;
+  std::string stream =
+      errorOf(planOf([](plan::FunctionT &fn) { fn.ops[1]->stream = 1; }));
+  EXPECT_NE(stream.find("op 1: stream 1 of 1"), std::string::npos) << stream;
+  std::string event = errorOf(
+      planOf([](plan::FunctionT &fn) { fn.ops[1]->wait_events = {3}; }));
+  EXPECT_NE(event.find("waits on event 3 of 0"), std::string::npos) << event;
+  // A wait on an event with no earlier record is a no-op, not an error
+  // (the loader refuses such plans; the executor must not capture one).
+  std::vector<uint8_t> early = planOf([](plan::FunctionT &fn) {
+    fn.num_events = 1;
+    fn.ops[0]->wait_events = {0};
+    fn.ops[1]->record_events = {0};
+  });
+  const plan::Plan &p = rootOf(early);
+  auto sp = cuda::planFunctionStreams(*p.functions()->Get(0),
+                                      cuda::planCommunicators(p));
+  ASSERT_TRUE(sp) << sp.status().message();
+  EXPECT_TRUE(sp->ops[0].waitEvents.empty());
+  EXPECT_EQ(sp->ops[1].recordEvents, (std::vector<int>{0}));
 }
 
 TEST(CudaExecutor, DecodePastTheCacheIsAnErrorNotAHang) {
