@@ -72,7 +72,9 @@ bool mlir::braid::needsArenaBuffer(Value v) {
   return !stateArgumentOf(v);
 }
 
-bool mlir::braid::programOrder(int a, int b) { return a < b; }
+Ordering mlir::braid::programOrder() {
+  return {[](int a, int b) { return a < b; }, [](int p) { return p - 1; }};
+}
 
 FailureOr<SmallVector<BufferLifetime>>
 mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
@@ -139,14 +141,55 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
   return lifetimes;
 }
 
-static bool conflicts(const BufferLifetime &a, const BufferLifetime &b,
+
+/// Every use of `first` happens before `second`'s definition.
+static bool allBefore(const BufferLifetime &first, const BufferLifetime &second,
                       const Ordering &order) {
-  auto allBefore = [&](const BufferLifetime &first,
-                       const BufferLifetime &second) {
-    return llvm::all_of(first.uses,
-                        [&](int use) { return order(use, second.def); });
+  return llvm::all_of(first.uses,
+                      [&](int use) { return order.before(use, second.def); });
+}
+
+/// Pairs of buffers that may not share bytes, as adjacency lists. Two
+/// lifetimes whose [def, last use] spans overlap in block order always
+/// conflict (happens-before is contained in block order): a sweep finds
+/// them. A lifetime that ends before another begins conflicts only if its
+/// last use falls after the later one's horizon, where streams have not
+/// synchronized yet: only those few are checked with `order`.
+static std::vector<SmallVector<unsigned>>
+conflictGraph(ArrayRef<BufferLifetime> lives, ArrayRef<int> lastUse,
+              const Ordering &order) {
+  std::vector<SmallVector<unsigned>> adj(lives.size());
+  SmallVector<unsigned> byDef(lives.size()), byEnd(lives.size());
+  for (unsigned i = 0; i < lives.size(); ++i)
+    byDef[i] = byEnd[i] = i;
+  llvm::stable_sort(byDef, [&](unsigned a, unsigned b) {
+    return lives[a].def < lives[b].def;
+  });
+  llvm::stable_sort(byEnd, [&](unsigned a, unsigned b) {
+    return lastUse[a] < lastUse[b];
+  });
+  auto connect = [&](unsigned a, unsigned b) {
+    adj[a].push_back(b);
+    adj[b].push_back(a);
   };
-  return !allBefore(a, b) && !allBefore(b, a);
+  SmallVector<unsigned> active; // defined, last use not yet passed
+  for (unsigned b : byDef) {
+    int def = lives[b].def;
+    llvm::erase_if(active, [&](unsigned a) { return lastUse[a] < def; });
+    for (unsigned a : active)
+      connect(a, b);
+    active.push_back(b);
+    // Ended before `def` but after its horizon: ordered only if every use
+    // happens before it.
+    int horizon = order.horizon(def);
+    auto first = llvm::upper_bound(byEnd, horizon, [&](int h, unsigned a) {
+      return h < lastUse[a];
+    });
+    for (auto it = first; it != byEnd.end() && lastUse[*it] < def; ++it)
+      if (!allBefore(lives[*it], lives[b], order))
+        connect(*it, b);
+  }
+  return adj;
 }
 
 FailureOr<FunctionMemoryPlan>
@@ -159,21 +202,26 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
   plan.lifetimes = std::move(*lifetimes);
   const SmallVector<BufferLifetime> &lives = plan.lifetimes;
 
+  // A long-lived buffer has a use per layer: its last use is computed once.
+  SmallVector<int> lastUse;
   for (const BufferLifetime &l : lives) {
     plan.withoutReuse += l.size;
     plan.sizes[l.value] = l.size;
+    lastUse.push_back(*llvm::max_element(l.uses));
   }
 
-  // Lower bound: the most bytes live at any single point (each point is a
-  // definition; that is where a new buffer joins the live set).
-  for (const BufferLifetime &at : lives) {
-    int64_t live = 0;
-    for (const BufferLifetime &l : lives) {
-      bool started = !order(at.def, l.def);
-      bool ended = llvm::all_of(l.uses, [&](int u) { return order(u, at.def); });
-      if (started && !ended)
-        live += l.size;
-    }
+  // Lower bound: the most bytes whose block-order spans cover one point.
+  // Such buffers conflict pairwise, so no placement can do better. A sweep
+  // over span starts (+size) and ends (-size after the last use).
+  SmallVector<std::pair<int64_t, int64_t>> sweep; // (2*point + end?, delta)
+  for (auto [l, last] : llvm::zip_equal(lives, lastUse)) {
+    sweep.push_back({2 * int64_t(l.def), l.size});
+    sweep.push_back({2 * int64_t(last) + 1, -l.size});
+  }
+  llvm::sort(sweep);
+  int64_t live = 0;
+  for (auto [point, delta] : sweep) {
+    live += delta;
     plan.lowerBound = std::max(plan.lowerBound, live);
   }
 
@@ -187,33 +235,30 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
     return plan;
   }
 
+  std::vector<SmallVector<unsigned>> adj = conflictGraph(lives, lastUse, order);
   // Greedy by size (as TFLite's arena planner): big buffers are the hardest
   // to fit, so they go first; ties keep definition order for stability.
-  SmallVector<size_t> byOrder(lives.size());
-  for (size_t i = 0; i < lives.size(); ++i)
-    byOrder[i] = i;
-  llvm::stable_sort(byOrder, [&](size_t a, size_t b) {
+  SmallVector<unsigned> bySize(lives.size());
+  for (unsigned i = 0; i < lives.size(); ++i)
+    bySize[i] = i;
+  llvm::stable_sort(bySize, [&](unsigned a, unsigned b) {
     return lives[a].size > lives[b].size;
   });
-  struct Placed {
-    int64_t offset, size;
-    size_t index;
-  };
-  SmallVector<Placed> placed;
-  for (size_t i : byOrder) {
-    SmallVector<Placed> blocking;
-    for (const Placed &p : placed)
-      if (conflicts(lives[i], lives[p.index], order))
-        blocking.push_back(p);
-    llvm::sort(blocking,
-               [](const Placed &a, const Placed &b) { return a.offset < b.offset; });
+  std::vector<int64_t> offsetOf(lives.size(), -1);
+  SmallVector<std::pair<int64_t, int64_t>> blocking; // (offset, size)
+  for (unsigned i : bySize) {
+    blocking.clear();
+    for (unsigned p : adj[i])
+      if (offsetOf[p] >= 0)
+        blocking.push_back({offsetOf[p], lives[p].size});
+    llvm::sort(blocking);
     int64_t offset = 0;
-    for (const Placed &p : blocking) {
-      if (p.offset >= offset + lives[i].size)
-        break; // the gap before p fits
-      offset = std::max(offset, p.offset + p.size);
+    for (auto [at, size] : blocking) {
+      if (at >= offset + lives[i].size)
+        break; // the gap before this one fits
+      offset = std::max(offset, at + size);
     }
-    placed.push_back({offset, lives[i].size, i});
+    offsetOf[i] = offset;
     plan.offsets[lives[i].value] = offset;
     plan.arenaSize = std::max(plan.arenaSize, offset + lives[i].size);
   }

@@ -18,8 +18,8 @@
 // Lifetimes are sets of program points (op positions in the entry block;
 // -1 is function entry). Two buffers may share memory only if every use of
 // one happens-before the definition of the other. With one stream,
-// happens-before is plan order; the scheduling passes will supply a
-// stream/event-aware order through the same `Ordering` hook.
+// happens-before is plan order; braid-plan-memory supplies the stream- and
+// event-aware order (passes/analysis/ScheduleAnalysis.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_PASSES_MEMORYPLAN_H
@@ -55,10 +55,18 @@ struct BufferLifetime {
   SmallVector<int, 4> uses; // points that read it (never empty)
 };
 
-/// Program-point order; `happensBefore(a, b)` must be a strict partial order.
-using Ordering = std::function<bool(int a, int b)>;
+/// Happens-before over program points, contained in block order.
+struct Ordering {
+  /// `before(a, b)`: a strict partial order with before(a, b) => a < b.
+  std::function<bool(int a, int b)> before;
+  /// `horizon(p)`: the largest point q such that every point <= q happens
+  /// before p (p - 1 on one stream). Points between horizon(p) and p are
+  /// the only ones whose order against p needs `before`: this keeps
+  /// placement near-linear.
+  std::function<int(int p)> horizon;
+};
 /// Single-stream order: plan order.
-bool programOrder(int a, int b);
+Ordering programOrder();
 
 struct FunctionMemoryPlan {
   llvm::DenseMap<Value, int64_t> offsets; // arena values only
@@ -83,7 +91,7 @@ computeLifetimes(func::FuncOp func, int64_t alignment);
 FailureOr<FunctionMemoryPlan>
 planFunctionMemory(func::FuncOp func, bool reuse,
                    int64_t alignment = kDefaultBufferAlignment,
-                   const Ordering &order = programOrder);
+                   const Ordering &order = programOrder());
 
 /// Attribute names written by braid-plan-memory and read by the exporter.
 constexpr llvm::StringLiteral kBuffersAttr = "braid.buffers";

@@ -157,12 +157,17 @@ Ordering mlir::braid::happensBeforeOrdering(func::FuncOp func,
                                             const FunctionSchedule &schedule,
                                             const sched::HappensBefore &hb) {
   // Block position -> schedule index; parameters never define or use an
-  // arena buffer, so they need none.
+  // arena buffer, so they need none. And each stream's ops by position.
   std::vector<int> at;
-  for (Operation &op : func.getBody().front())
-    at.push_back(schedule.index.lookup_or(&op, -1));
+  std::vector<std::vector<int>> positionsOf(size_t(hb.numStreams()));
+  for (auto [p, op] : llvm::enumerate(func.getBody().front())) {
+    int x = schedule.index.lookup_or(&op, -1);
+    at.push_back(x);
+    if (x >= 0)
+      positionsOf[size_t(hb.stream(x))].push_back(int(p));
+  }
   int end = int(at.size()); // after the terminator: the runtime's reads
-  return [at = std::move(at), end, &hb](int a, int b) {
+  auto before = [at, end, &hb](int a, int b) {
     if (a == b)
       return false;
     if (a < 0 || b >= end)
@@ -174,4 +179,17 @@ Ordering mlir::braid::happensBeforeOrdering(func::FuncOp func,
       return a < b;
     return hb.before(x, y);
   };
+  auto horizon = [at = std::move(at), positionsOf = std::move(positionsOf),
+                  end, &hb](int p) {
+    if (p < 0 || p >= end || at[size_t(p)] < 0)
+      return p - 1;
+    // The first op of each stream that does not happen before p.
+    const int32_t *clock = hb.clock(at[size_t(p)]);
+    int h = p - 1;
+    for (size_t s = 0; s < positionsOf.size(); ++s)
+      if (size_t(clock[s]) < positionsOf[s].size())
+        h = std::min(h, positionsOf[s][size_t(clock[s])] - 1);
+    return h;
+  };
+  return {before, horizon};
 }

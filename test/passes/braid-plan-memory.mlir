@@ -91,3 +91,26 @@ func.func @state_read_after_update(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, 
   %old = braid.add %kc, %vc : (tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>) -> tensor<1x8x1x4xf32>
   return %old, %kc2, %vc2 : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
 }
+
+// -----
+
+// Two streams: %c may not take %a's bytes, since stream 1 may still be
+// reading %a (in plan order %a is dead by then). %y may: the event orders
+// %a's last reader before it.
+// CHECK-LABEL: func.func @streams
+// CHECK-SAME: {braid.buffer = array<i64: 0, 1024>, braid.input = "x"}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 1024, 1024>, braid.stream = 0 : i64}
+// CHECK: braid.gelu none %{{.*}} {braid.buffers = array<i64: 2048, 1024>, braid.stream = 1 : i64}
+// CHECK-NEXT: braid.silu %{{.*}} {braid.buffers = array<i64: 3072, 1024>, braid.stream = 0 : i64}
+// CHECK: braid.add %{{.*}} {braid.buffers = array<i64: 0, 1024>, braid.stream = 0 : i64}
+func.func @streams(%x: tensor<4x64xf32> {braid.input = "x"}) -> (tensor<4x64xf32> {braid.output = "y"}) {
+  %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4x64xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4x64xf32>
+  %c = braid.silu %x {braid.stream = 0 : i64} : tensor<4x64xf32>
+  %f = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %f {braid.stream = 0 : i64}
+  %y = braid.add %b, %c {braid.stream = 0 : i64} : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
