@@ -130,6 +130,22 @@ Type mlir::braid::detail::receivedType(Operation *op) {
   return op->getNumResults() ? op->getResult(0).getType() : Type();
 }
 
+Type mlir::braid::detail::sizingType(Operation *op) {
+  // all_gather is sized by its output; recv sends nothing.
+  switch (cast<CollectiveOpInterface>(op).getCollectiveKind()) {
+  case CollectiveKind::all_gather:
+  case CollectiveKind::recv:
+    return receivedType(op);
+  case CollectiveKind::all_reduce:
+  case CollectiveKind::reduce_scatter:
+  case CollectiveKind::all_to_all:
+  case CollectiveKind::broadcast:
+  case CollectiveKind::send:
+    return sentValue(op).getType();
+  }
+  llvm_unreachable("unknown collective kind");
+}
+
 #include "dialect/BraidInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//

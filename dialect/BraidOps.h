@@ -33,9 +33,11 @@ struct StreamOrderResource
 
 namespace detail {
 /// CollectiveOpInterface defaults: the tensor operand a collective sends
-/// (null for recv) and the tensor type it yields (null for send).
+/// (null for recv), the tensor type it yields (null for send) and the one
+/// of the two that sizes it.
 Value sentValue(Operation *op);
 Type receivedType(Operation *op);
+Type sizingType(Operation *op);
 } // namespace detail
 
 /// The `braid.stream` of `op`, or nullopt when the op carries none.

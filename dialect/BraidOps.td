@@ -15,9 +15,10 @@ def Braid_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let cppNamespace = "::mlir::braid";
   let description = [{
     Every collective, synchronous or the start of an asynchronous one:
-    its group, its kind, whether it is async, and the tensor it moves. Code
-    that treats collectives alike (export, cost, stats, scheduling) asks
-    this interface instead of switching over op classes.
+    its group, its kind, whether it is async, the tensors it moves and the
+    one that sizes it. Code that treats collectives alike (export, cost,
+    stats, scheduling) asks this interface instead of switching over op
+    classes.
   }];
   let methods = [
     InterfaceMethod<"The device group the collective runs over.",
@@ -35,6 +36,12 @@ def Braid_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
         payload of the start's handle; null for send.}],
       "::mlir::Type", "getReceivedType", (ins), [{}],
       [{ return ::mlir::braid::detail::receivedType($_op.getOperation()); }]>,
+    InterfaceMethod<[{The tensor type whose bytes size the collective, as
+        nccl-tests' `size` does (the cost model prices them, step statistics
+        count them): the gathered result of all_gather, the received tensor
+        of recv, the sent tensor otherwise.}],
+      "::mlir::Type", "getSizingType", (ins), [{}],
+      [{ return ::mlir::braid::detail::sizingType($_op.getOperation()); }]>,
   ];
 }
 

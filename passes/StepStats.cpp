@@ -64,9 +64,6 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
       return;
     for (Value r : op->getResults())
       st.activationBytes += tensorBytes(r.getType());
-    // An async start is counted under its synchronous form's name.
-    StringRef name = op->getName().stripDialect();
-    (void)name.consume_back("_start");
     llvm::TypeSwitch<Operation *>(op)
         .Case<MatmulOp>([&](auto m) { st.matmulFlops += matmulFlopCount(m); })
         .Case<AttentionOp>(
@@ -77,20 +74,10 @@ StepStats mlir::braid::computeStepStats(func::FuncOp func) {
         .Case<RmsNormOp, LayerNormOp, RopeOp, SoftmaxOp>([&](Operation *o) {
           st.otherFlops += 4 * numElements(o->getResult(0).getType());
         })
-        .Case<AllGatherOp>([&](auto g) {
-          addCollective(name, tensorBytes(g.getType()));
-        })
-        .Case<AllGatherStartOp>([&](auto g) {
-          addCollective(name, tensorBytes(g.getHandle().getType().getPayload()));
-        })
-        .Case<AllReduceOp, AllReduceStartOp, ReduceScatterOp,
-              ReduceScatterStartOp, AllToAllOp, AllToAllStartOp, BroadcastOp,
-              BroadcastStartOp, SendOp, SendStartOp>([&](Operation *o) {
-          addCollective(name, tensorBytes(o->getOperand(0).getType()));
-        })
-        .Case<RecvOp>([&](auto r) { addCollective(name, tensorBytes(r.getType())); })
-        .Case<RecvStartOp>([&](auto r) {
-          addCollective(name, tensorBytes(r.getHandle().getType().getPayload()));
+        .Case([&](CollectiveOpInterface c) {
+          // Under its kind's name: an async start counts as its sync form.
+          addCollective(stringifyCollectiveKind(c.getCollectiveKind()),
+                        tensorBytes(c.getSizingType()));
         });
   });
   return st;

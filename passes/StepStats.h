@@ -20,7 +20,7 @@ namespace mlir::braid {
 
 struct CollectiveStats {
   int64_t count = 0;
-  int64_t bytes = 0; // payload per rank: the operand (all_gather: result)
+  int64_t bytes = 0; // per rank: the bytes of the collective's sizing type
 };
 
 struct StepStats {

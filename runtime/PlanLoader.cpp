@@ -91,13 +91,8 @@ OpCode braid::rt::syncOpcode(OpCode op) {
 GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
                                        int worldRank) {
   const plan::DeviceGroup *g = plan.groups()->Get(unsigned(group));
-  GroupPosition p;
-  p.size = g->size();
-  p.stride = g->stride();
-  p.rankInGroup = (worldRank / p.stride) % p.size;
-  p.base = worldRank - p.rankInGroup * p.stride;
-  p.instanceKey = int64_t(group) * plan.world_size() + p.base;
-  return p;
+  return groupPosition(group, g->size(), g->stride(), plan.world_size(),
+                       worldRank);
 }
 
 int64_t braid::rt::embeddingVocabStart(const plan::Plan &plan,

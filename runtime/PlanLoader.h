@@ -11,6 +11,7 @@
 #ifndef BRAID_RUNTIME_PLANLOADER_H
 #define BRAID_RUNTIME_PLANLOADER_H
 
+#include "runtime/GroupLayout.h"
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
 #include "runtime/plan_generated.h"
@@ -63,16 +64,7 @@ Expected<LoadedPlan> loadPlanFile(const std::string &path,
 /// The semantic checks alone, on an already Verifier-checked plan.
 Status checkPlanSemantics(const plan::Plan &plan);
 
-/// Rank of world rank `worldRank` inside group `group`, and the id of the
-/// group instance it belongs to (unique across groups).
-struct GroupPosition {
-  int rankInGroup = 0;
-  int size = 1;
-  int64_t instanceKey = 0;
-  /// World rank of member `j` of this instance.
-  int memberWorldRank(int j) const { return base + j * stride; }
-  int base = 0, stride = 1;
-};
+/// Position of world rank `worldRank` in plan group `group`.
 GroupPosition groupPosition(const plan::Plan &plan, int group, int worldRank);
 
 /// The first vocabulary id that embedding op `op`'s table (shape `table`)

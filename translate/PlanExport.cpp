@@ -3,6 +3,7 @@
 
 #include "dialect/BraidOps.h"
 #include "passes/MemoryPlan.h"
+#include "runtime/GroupLayout.h"
 #include "runtime/PlanLoader.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,6 +53,66 @@ plan::ReduceKind reduceKindOf(ReduceKind kind) {
     return plan::ReduceKind::Prod;
   }
   return plan::ReduceKind::Sum;
+}
+
+/// Calls `fn` with `op` as `Sync` or as `Start`: the two forms of a
+/// collective share their arguments.
+template <typename Sync, typename Start, typename Fn>
+void withEitherForm(Operation *op, Fn fn) {
+  if (auto start = dyn_cast<Start>(op))
+    fn(start);
+  else
+    fn(cast<Sync>(op));
+}
+
+/// Sets the opcode of collective `c` from its kind and form, and the
+/// attributes only its kind carries.
+void exportCollective(CollectiveOpInterface c, plan::OpT &o) {
+  Operation *op = c.getOperation();
+  auto opcode = [&](plan::OpCode sync, plan::OpCode start) {
+    o.opcode = c.isAsyncStart() ? start : sync;
+  };
+  switch (c.getCollectiveKind()) {
+  case CollectiveKind::all_reduce:
+    opcode(plan::OpCode::AllReduce, plan::OpCode::AllReduceStart);
+    withEitherForm<AllReduceOp, AllReduceStartOp>(
+        op, [&](auto m) { o.reduce_kind = reduceKindOf(m.getKind()); });
+    break;
+  case CollectiveKind::all_gather:
+    opcode(plan::OpCode::AllGather, plan::OpCode::AllGatherStart);
+    withEitherForm<AllGatherOp, AllGatherStartOp>(
+        op, [&](auto m) { o.dim = m.getDim(); });
+    break;
+  case CollectiveKind::reduce_scatter:
+    opcode(plan::OpCode::ReduceScatter, plan::OpCode::ReduceScatterStart);
+    withEitherForm<ReduceScatterOp, ReduceScatterStartOp>(op, [&](auto m) {
+      o.reduce_kind = reduceKindOf(m.getKind());
+      o.dim = m.getDim();
+    });
+    break;
+  case CollectiveKind::all_to_all:
+    opcode(plan::OpCode::AllToAll, plan::OpCode::AllToAllStart);
+    withEitherForm<AllToAllOp, AllToAllStartOp>(op, [&](auto m) {
+      o.split_dim = m.getSplitDim();
+      o.concat_dim = m.getConcatDim();
+    });
+    break;
+  case CollectiveKind::broadcast:
+    opcode(plan::OpCode::Broadcast, plan::OpCode::BroadcastStart);
+    withEitherForm<BroadcastOp, BroadcastStartOp>(
+        op, [&](auto m) { o.root = m.getRoot(); });
+    break;
+  case CollectiveKind::send:
+    opcode(plan::OpCode::Send, plan::OpCode::SendStart);
+    withEitherForm<SendOp, SendStartOp>(op,
+                                        [&](auto m) { o.peer = m.getPeer(); });
+    break;
+  case CollectiveKind::recv:
+    opcode(plan::OpCode::Recv, plan::OpCode::RecvStart);
+    withEitherForm<RecvOp, RecvStartOp>(op,
+                                        [&](auto m) { o.peer = m.getPeer(); });
+    break;
+  }
 }
 
 std::string locationString(Location loc) {
@@ -162,19 +223,19 @@ FailureOr<int> FunctionExporter::handleId(Value handle) {
 }
 
 LogicalResult PlanExporter::collectGroups() {
-  // Groups form a mesh in declaration order: the first is the innermost
-  // axis (stride 1), each next one strides over the ones before it.
-  int stride = 1;
-  for (auto group : module_.getOps<DeviceGroupOp>()) {
+  std::vector<int> sizes;
+  for (auto group : module_.getOps<DeviceGroupOp>())
+    sizes.push_back(int(group.getSize()));
+  ::braid::rt::MeshLayout mesh = ::braid::rt::meshLayout(sizes);
+  for (auto [i, group] : llvm::enumerate(module_.getOps<DeviceGroupOp>())) {
     auto g = std::make_unique<plan::DeviceGroupT>();
     g->name = group.getSymName().str();
-    g->size = int(group.getSize());
-    g->stride = stride;
-    stride *= g->size;
+    g->size = sizes[i];
+    g->stride = mesh.strides[i];
     groups_[g->name] = int(plan_.groups.size());
     plan_.groups.push_back(std::move(g));
   }
-  plan_.world_size = stride;
+  plan_.world_size = mesh.worldSize;
   return success();
 }
 
@@ -383,13 +444,6 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
     auto o = std::make_unique<plan::OpT>();
     if (!isa<UnknownLoc>(op.getLoc()))
       o->loc = locationString(op.getLoc());
-    auto group = [&](StringRef symbol) -> LogicalResult {
-      auto g = groupIndex(&op, symbol);
-      if (failed(g))
-        return failure();
-      o->group = *g;
-      return success();
-    };
     bool isStart = op.hasTrait<OpTrait::BraidAsyncStart>();
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
@@ -473,49 +527,13 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->opcode = plan::OpCode::Reshape;
               return success();
             })
-            .Case<AllReduceOp, AllReduceStartOp>([&](auto m) {
-              o->opcode = isStart ? plan::OpCode::AllReduceStart
-                                  : plan::OpCode::AllReduce;
-              o->reduce_kind = reduceKindOf(m.getKind());
-              return group(m.getGroup());
-            })
-            .Case<AllGatherOp, AllGatherStartOp>([&](auto m) {
-              o->opcode = isStart ? plan::OpCode::AllGatherStart
-                                  : plan::OpCode::AllGather;
-              o->dim = m.getDim();
-              return group(m.getGroup());
-            })
-            .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto m) {
-              o->opcode = isStart ? plan::OpCode::ReduceScatterStart
-                                  : plan::OpCode::ReduceScatter;
-              o->reduce_kind = reduceKindOf(m.getKind());
-              o->dim = m.getDim();
-              return group(m.getGroup());
-            })
-            .Case<AllToAllOp, AllToAllStartOp>([&](auto m) {
-              o->opcode = isStart ? plan::OpCode::AllToAllStart
-                                  : plan::OpCode::AllToAll;
-              o->split_dim = m.getSplitDim();
-              o->concat_dim = m.getConcatDim();
-              return group(m.getGroup());
-            })
-            .Case<BroadcastOp, BroadcastStartOp>([&](auto m) {
-              o->opcode = isStart ? plan::OpCode::BroadcastStart
-                                  : plan::OpCode::Broadcast;
-              o->root = m.getRoot();
-              return group(m.getGroup());
-            })
-            .Case<SendOp, SendStartOp>([&](auto m) {
-              o->opcode =
-                  isStart ? plan::OpCode::SendStart : plan::OpCode::Send;
-              o->peer = m.getPeer();
-              return group(m.getGroup());
-            })
-            .Case<RecvOp, RecvStartOp>([&](auto m) {
-              o->opcode =
-                  isStart ? plan::OpCode::RecvStart : plan::OpCode::Recv;
-              o->peer = m.getPeer();
-              return group(m.getGroup());
+            .Case([&](CollectiveOpInterface c) {
+              exportCollective(c, *o);
+              auto g = groupIndex(&op, c.getGroupAttr().getValue());
+              if (failed(g))
+                return failure();
+              o->group = *g;
+              return success();
             })
             .Case([&](WaitOp m) {
               o->opcode = plan::OpCode::Wait;
@@ -565,7 +583,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
         if (failed(h))
           return failure();
         o->handle = *h;
-        if (!isa<SendStartOp>(op)) {
+        if (cast<CollectiveOpInterface>(op).getReceivedType()) {
           auto payload = fx.tensorId(op.getResult(0));
           if (failed(payload))
             return failure();

@@ -4,6 +4,7 @@
 #include "dialect/BraidOps.h"
 #include "passes/MemoryPlan.h"
 #include "passes/StepStats.h"
+#include "runtime/GroupLayout.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -32,6 +33,27 @@ double busBandwidthFactor(CollectiveKind kind, int n) {
     return 1.0;
   }
   return 1.0;
+}
+
+/// The cost kind of a collective: send and recv are one point-to-point
+/// transfer.
+static CollectiveKind costKind(mlir::braid::CollectiveKind kind) {
+  switch (kind) {
+  case mlir::braid::CollectiveKind::all_reduce:
+    return CollectiveKind::AllReduce;
+  case mlir::braid::CollectiveKind::all_gather:
+    return CollectiveKind::AllGather;
+  case mlir::braid::CollectiveKind::reduce_scatter:
+    return CollectiveKind::ReduceScatter;
+  case mlir::braid::CollectiveKind::all_to_all:
+    return CollectiveKind::AllToAll;
+  case mlir::braid::CollectiveKind::broadcast:
+    return CollectiveKind::Broadcast;
+  case mlir::braid::CollectiveKind::send:
+  case mlir::braid::CollectiveKind::recv:
+    return CollectiveKind::SendRecv;
+  }
+  llvm_unreachable("unknown collective kind");
 }
 
 GroupPlacement placeGroup(const Target &target, int size,
@@ -195,14 +217,14 @@ std::optional<double> Calibration::lookupSeconds(Operation *op) const {
 CostModel::CostModel(const Target &target, LaunchMode launch, ModuleOp module,
                      const Calibration *calibration)
     : target_(target), launch_(launch), calibration_(calibration) {
-  // Mesh layout as in the plan: declaration order, first group innermost.
-  int stride = 1;
-  for (auto group : module.getOps<DeviceGroupOp>()) {
-    int size = int(group.getSize());
-    groups_[group.getSymName()] = placeGroup(target, size, stride);
-    stride *= size;
-  }
-  world_ = stride;
+  // The plan's mesh layout, so the cost model places groups as they run.
+  std::vector<int> sizes;
+  for (auto group : module.getOps<DeviceGroupOp>())
+    sizes.push_back(int(group.getSize()));
+  rt::MeshLayout mesh = rt::meshLayout(sizes);
+  for (auto [i, group] : llvm::enumerate(module.getOps<DeviceGroupOp>()))
+    groups_[group.getSymName()] = placeGroup(target, sizes[i], mesh.strides[i]);
+  world_ = mesh.worldSize;
 }
 
 double CostModel::launchSeconds() const {
@@ -244,58 +266,19 @@ OpCost CostModel::cost(Operation *op) const {
     c.cls = OpClass::Sync; // a stream wait on the collective's event
     return c;
   }
-  auto collective = [&](CollectiveKind kind, StringRef group, double bytes) {
-    c.cls = OpClass::Communication;
-    c.kernel = true;
-    c.bytes = bytes;
-    auto it = groups_.find(group);
-    GroupPlacement g = it == groups_.end() ? GroupPlacement() : it->second;
-    c.seconds = collectiveSeconds(target_, kind, bytes, g);
-    double alpha = (g.nodes == 1 ? target_.intraNode.latencyUs
-                                 : target_.interNode.latencyUs) *
-                   1e-6;
-    c.bound = c.seconds < 2 * alpha ? "latency" : "bandwidth";
-  };
   llvm::TypeSwitch<Operation *>(op)
-      .Case<AllReduceOp, AllReduceStartOp>([&](auto m) {
-        collective(CollectiveKind::AllReduce, m.getGroup(),
-                   double(tensorBytes(m.getInput().getType())));
-      })
-      .Case<AllGatherOp>([&](auto m) {
-        collective(CollectiveKind::AllGather, m.getGroup(),
-                   double(tensorBytes(m.getType())));
-      })
-      .Case<AllGatherStartOp>([&](auto m) {
-        // The output is the input times the group size.
-        double in = double(tensorBytes(m.getInput().getType()));
-        auto it = groups_.find(m.getGroup());
-        collective(CollectiveKind::AllGather, m.getGroup(),
-                   in * (it == groups_.end() ? 1 : it->second.size));
-      })
-      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto m) {
-        collective(CollectiveKind::ReduceScatter, m.getGroup(),
-                   double(tensorBytes(m.getInput().getType())));
-      })
-      .Case<AllToAllOp, AllToAllStartOp>([&](auto m) {
-        collective(CollectiveKind::AllToAll, m.getGroup(),
-                   double(tensorBytes(m.getInput().getType())));
-      })
-      .Case<BroadcastOp, BroadcastStartOp>([&](auto m) {
-        collective(CollectiveKind::Broadcast, m.getGroup(),
-                   double(tensorBytes(m.getInput().getType())));
-      })
-      .Case<SendOp, SendStartOp>([&](auto m) {
-        collective(CollectiveKind::SendRecv, m.getGroup(),
-                   double(tensorBytes(m.getInput().getType())));
-      })
-      .Case<RecvOp>([&](auto m) {
-        collective(CollectiveKind::SendRecv, m.getGroup(),
-                   double(tensorBytes(m.getType())));
-      })
-      .Case<RecvStartOp>([&](RecvStartOp m) {
-        auto handle = cast<HandleType>(m.getType());
-        collective(CollectiveKind::SendRecv, m.getGroup(),
-                   double(tensorBytes(handle.getPayload())));
+      .Case([&](CollectiveOpInterface coll) {
+        c.cls = OpClass::Communication;
+        c.kernel = true;
+        c.bytes = double(tensorBytes(coll.getSizingType()));
+        auto it = groups_.find(coll.getGroupAttr().getValue());
+        GroupPlacement g = it == groups_.end() ? GroupPlacement() : it->second;
+        c.seconds = collectiveSeconds(
+            target_, costKind(coll.getCollectiveKind()), c.bytes, g);
+        double alpha = (g.nodes == 1 ? target_.intraNode.latencyUs
+                                     : target_.interNode.latencyUs) *
+                       1e-6;
+        c.bound = c.seconds < 2 * alpha ? "latency" : "bandwidth";
       })
       .Case<MatmulOp>([&](MatmulOp m) {
         auto a = cast<RankedTensorType>(m.getA().getType());
