@@ -51,16 +51,25 @@ struct BraidVerifySchedulePass
     Operation *second = s.ops[size_t(c.second)];
     auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
     InFlightDiagnostic d = second->emitOpError();
-    d << "on stream " << streamOf(c.second) << " is not ordered with '"
+    d << "on stream " << streamOf(c.second)
+      << (c.kind == sched::Conflict::Clobber ? " reads a value clobbered by '"
+                                             : " is not ordered with '")
       << first->getName() << "' on stream " << streamOf(c.first) << ": ";
     if (c.kind == sched::Conflict::Race)
       d << "both access bytes [" << c.access.begin << ", " << c.access.end
         << ") of " << s.describeSpace(c.access.space)
         << " and at least one writes";
+    else if (c.kind == sched::Conflict::Clobber)
+      d << "it reads bytes [" << c.access.begin << ", " << c.access.end
+        << ") of " << s.describeSpace(c.access.space)
+        << " after the other op overwrote the value they held (a buffer "
+           "reused too early)";
     else
       d << "collectives of two communicators may run concurrently and "
            "deadlock (order them, or declare concurrent-communicators)";
-    d.attachNote(first->getLoc()) << "the other op of the unordered pair";
+    d.attachNote(first->getLoc())
+        << (c.kind == sched::Conflict::Clobber ? "the op that overwrote it"
+                                               : "the other op of the unordered pair");
   }
 };
 } // namespace

@@ -755,6 +755,17 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (op->opcode() == OpCode::Wait)
       waitOf[size_t(op->handle())] = int(i);
   }
+  // The op whose write each tensor's readers must see: its producer, the
+  // wait for an async payload, -1 for entry tensors.
+  std::vector<int> writer(f.tensors() ? f.tensors()->size() : 0, -1);
+  for (unsigned i = 0; i < n; ++i) {
+    const braid::plan::Op *op = f.ops()->Get(i);
+    if (op->results())
+      for (int t : *op->results())
+        writer[size_t(t)] = arityOf(op->opcode()).asyncStart
+                                ? waitOf[size_t(op->handle())]
+                                : int(i);
+  }
   auto location = [&](int t, bool write) -> std::optional<sched::Access> {
     const braid::plan::Tensor *x = f.tensors()->Get(unsigned(t));
     Shape shape = x->shape() ? Shape(x->shape()->begin(), x->shape()->end())
@@ -765,10 +776,12 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     case TensorKind::Parameter:
       return std::nullopt; // read-only
     case TensorKind::State:
-      return sched::Access{1 + int64_t(x->ref()), 0, bytes, write};
+      return sched::Access{1 + int64_t(x->ref()), 0, bytes, write,
+                           write ? sched::Access::kAnyWriter : writer[size_t(t)]};
     default:
       return sched::Access{0, x->buffer_offset(), x->buffer_offset() + bytes,
-                           write};
+                           write,
+                           write ? sched::Access::kAnyWriter : writer[size_t(t)]};
     }
   };
   std::vector<int> lastOfStream(size_t(f.num_streams()), -1);
@@ -834,6 +847,15 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     return "op " + std::to_string(i) + " (" + opcodeName(op->opcode()) +
            ", stream " + std::to_string(op->stream()) + ")";
   };
+  if (c.kind == sched::Conflict::Clobber)
+    return errorf("function '", f.name()->str(), "': ", name(c.first),
+                  " overwrites bytes [", c.access.begin, ", ", c.access.end,
+                  ") of ",
+                  c.access.space == 0
+                      ? std::string("the arena")
+                      : "state slot " + std::to_string(c.access.space - 1),
+                  " before ", name(c.second),
+                  " reads the value they held (a buffer reused too early)");
   std::string what =
       c.kind == sched::Conflict::Race
           ? "both access bytes [" + std::to_string(c.access.begin) + ", " +

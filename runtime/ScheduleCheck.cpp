@@ -58,6 +58,10 @@ std::string Conflict::describe() const {
        << " access the same bytes [" << access.begin << ", " << access.end
        << ") of storage " << access.space
        << " (at least one writes) and neither happens before the other";
+  else if (kind == Clobber)
+    os << "op " << first << " overwrites bytes [" << access.begin << ", "
+       << access.end << ") of storage " << access.space
+       << " before op " << second << " reads the value they held";
   else
     os << "collective of op " << second << " (group " << group
        << ") may run concurrently with the collective of op " << first
@@ -173,6 +177,9 @@ void ScheduleChecker::conflicts(std::vector<Conflict> &out) const {
       if (seg.lastWrite >= 0 && !hb_.before(seg.lastWrite, i) &&
           seg.lastWrite != i)
         report(Conflict::Race, seg.lastWrite, acc, 0);
+      else if (!acc.write && acc.expectWriter != Access::kAnyWriter &&
+               seg.lastWrite != acc.expectWriter && seg.lastWrite != i)
+        report(Conflict::Clobber, seg.lastWrite, acc, 0, /*repairable=*/false);
       if (acc.write)
         for (int r : seg.lastRead)
           if (r >= 0 && r != i && !hb_.before(r, i))

@@ -20,6 +20,10 @@
 // (last write and last read per stream, per elementary byte segment), so it
 // also runs in O(ops x streams x segments touched), never pairwise.
 //
+// Reads also name the write they must see: a later write to the same bytes
+// that is ordered before the read (a buffer reused too early on one stream)
+// is reported as a clobber.
+//
 // Hang freedom: collectives issued on one communicator (group, stream) run in
 // issue order (stream FIFO); collectives of different communicators share
 // this rank's device, and NCCL kernels of two communicators launched in
@@ -81,6 +85,12 @@ struct Access {
   int64_t space = 0;
   int64_t begin = 0, end = 0;
   bool write = false;
+  /// For a read of a value: the op whose write it must see (its producer;
+  /// for an async result, the wait), -1 for a value present at entry. Any
+  /// other last writer of those bytes clobbered the value (a buffer reused
+  /// too early). kAnyWriter: no expectation.
+  int expectWriter = kAnyWriter;
+  static constexpr int kAnyWriter = -2;
 };
 
 struct OpAccesses {
@@ -98,7 +108,10 @@ struct CollectiveUse {
 };
 
 struct Conflict {
-  enum Kind { Race, Hang } kind = Race;
+  /// Race: unordered accesses. Hang: unordered collectives of two
+  /// communicators. Clobber: `first` overwrote bytes of a value `second`
+  /// still reads (ordered, but the wrong value).
+  enum Kind { Race, Hang, Clobber } kind = Race;
   int first = 0, second = 0; // op indices, first < second in list order
   Access access;             // Race: the bytes of `second` that conflict
   int64_t group = 0;         // Hang: the second collective's group

@@ -103,8 +103,12 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     lastOfStream[size_t(so.stream)] = int(i);
 
     auto read = [&](Value v) {
-      if (auto a = location(v))
+      if (auto a = location(v)) {
+        // The read must see its producer's write (entry values: none).
+        Operation *def = v.getDefiningOp();
+        a->expectWriter = def ? s.index.lookup_or(def, -1) : -1;
         acc.accesses.push_back(*a);
+      }
     };
     auto write = [&](Value v) {
       if (auto a = location(v)) {

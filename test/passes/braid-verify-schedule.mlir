@@ -104,3 +104,17 @@ func.func @two_communicators(%x: tensor<4xf32> {braid.input = "x"}, %y: tensor<4
   %b = braid.all_reduce sum %y on @tp {braid.stream = 1 : i64} : tensor<4xf32> -> tensor<4xf32>
   return %a, %b : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// One stream, a buffer reused one op too early: %c takes %a's bytes before
+// %b has read %a. Ordered, but %b would read %c's value.
+func.func @reused_too_early(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  // expected-note@+1 {{the op that overwrote it}}
+  %c = braid.gelu none %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  // expected-error@+1 {{'braid.silu' op on stream 0 reads a value clobbered by 'braid.gelu' on stream 0: it reads bytes [256, 512) of the arena after the other op overwrote the value they held (a buffer reused too early)}}
+  %b = braid.silu %a {braid.buffers = array<i64: 512, 256>} : tensor<64xf32>
+  %y = braid.add %b, %c {braid.buffers = array<i64: 768, 256>} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}

@@ -150,3 +150,26 @@ TEST(ScheduleCheck, IncrementalRepairOrdersWhatItMust) {
 }
 
 } // namespace
+
+namespace {
+TEST(ScheduleCheck, AReadMustSeeItsProducersWrite) {
+  // 0 writes A at [0, 64); 1 writes B over the same bytes; 2 reads A.
+  // All on one stream (ordered), but 2 would read B: a clobber.
+  Access readA = rd(0, 64);
+  readA.expectWriter = 0;
+  std::vector<OpAccesses> acc = {{{wr(0, 64)}}, {{wr(0, 64)}}, {{readA}}};
+  auto c = findConflicts({{0, {}}, {0, {}}, {0, {}}}, 1, acc, {});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].kind, Conflict::Clobber);
+  EXPECT_EQ(c[0].first, 1);
+  EXPECT_EQ(c[0].second, 2);
+  EXPECT_FALSE(c[0].repairable);
+  // Reading B (expecting op 1) is fine; so is an entry value nobody wrote.
+  acc[2].accesses[0].expectWriter = 1;
+  EXPECT_TRUE(findConflicts({{0, {}}, {0, {}}, {0, {}}}, 1, acc, {}).empty());
+  Access entry = rd(100, 164);
+  entry.expectWriter = -1;
+  acc[2].accesses.push_back(entry);
+  EXPECT_TRUE(findConflicts({{0, {}}, {0, {}}, {0, {}}}, 1, acc, {}).empty());
+}
+} // namespace
