@@ -126,7 +126,8 @@ std::string locationString(Location loc) {
 /// function of the plan.
 class PlanExporter {
 public:
-  explicit PlanExporter(ModuleOp module) : module_(module) {}
+  PlanExporter(ModuleOp module, const ::braid::ExportOptions &options)
+      : module_(module), options_(options) {}
 
   FailureOr<std::vector<uint8_t>> run();
 
@@ -138,6 +139,7 @@ private:
   LogicalResult exportFunction(func::FuncOp func);
 
   ModuleOp module_;
+  ::braid::ExportOptions options_;
   plan::PlanT plan_;
   llvm::StringMap<int> groups_;
   llvm::StringMap<int> parameters_;
@@ -625,17 +627,29 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());
   // The runtime's loader is the judge of a valid plan.
-  auto loaded = ::braid::rt::loadPlan(bytes);
+  ::braid::rt::LoadOptions structural;
+  structural.checkSchedule = false;
+  auto loaded = ::braid::rt::loadPlan(bytes, structural);
   if (!loaded)
     return module_.emitError("exported plan is rejected by the runtime "
                              "loader (an exporter bug): ")
                << loaded.status().message(),
            failure();
+  // Never emit a schedule the runtime would refuse (braid-verify-schedule
+  // names the ops in the IR).
+  if (options_.checkSchedule) {
+    auto checked = ::braid::rt::loadPlan(bytes);
+    if (!checked)
+      return module_.emitError("refusing to emit an unsafe schedule: ")
+                 << checked.status().message(),
+             failure();
+  }
   return bytes;
 }
 
 namespace braid {
-FailureOr<std::vector<uint8_t>> exportPlan(ModuleOp module) {
-  return PlanExporter(module).run();
+FailureOr<std::vector<uint8_t>> exportPlan(ModuleOp module,
+                                           const ExportOptions &options) {
+  return PlanExporter(module, options).run();
 }
 } // namespace braid

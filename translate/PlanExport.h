@@ -17,9 +17,17 @@
 
 namespace braid {
 
+struct ExportOptions {
+  /// Load the bytes back with the runtime's schedule check (streams, events
+  /// and arena reuse proven safe). Off only for tests that must produce a
+  /// deliberately unsafe plan to run it.
+  bool checkSchedule = true;
+};
+
 /// The plan for every entry function of `module`. Errors are emitted as
 /// diagnostics on the offending op.
-mlir::FailureOr<std::vector<uint8_t>> exportPlan(mlir::ModuleOp module);
+mlir::FailureOr<std::vector<uint8_t>>
+exportPlan(mlir::ModuleOp module, const ExportOptions &options = {});
 
 /// Registers `--braid-to-plan` and `--plan-to-text` with mlir-translate's
 /// registry.

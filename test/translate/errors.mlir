@@ -99,3 +99,15 @@ func.func @bad_stream(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {
   %y = braid.silu %x {braid.stream = 300 : i64} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// A schedule the runtime would refuse is never emitted.
+// expected-error@+1 {{refusing to emit an unsafe schedule: function 'f': op 0 (silu, stream 0) and op 1 (gelu, stream 1) are not ordered by streams, events or waits}}
+module {
+  func.func @f(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+    %a = braid.silu %x {braid.stream = 0 : i64} : tensor<4xf32>
+    %b = braid.gelu none %a {braid.stream = 1 : i64} : tensor<4xf32>
+    return %b : tensor<4xf32>
+  }
+}
