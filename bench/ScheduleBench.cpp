@@ -99,10 +99,10 @@ void scheduleBench(benchmark::State &state, Stage stage) {
 } // namespace
 
 BENCHMARK_CAPTURE(scheduleBench, insert_events, Stage::InsertEvents)
-    ->Arg(8)->Arg(80)->Arg(320)->Unit(benchmark::kMillisecond);
+    ->Arg(8)->Arg(80)->Arg(320)->Arg(1280)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(scheduleBench, plan_memory, Stage::PlanMemory)
-    ->Arg(8)->Arg(80)->Arg(320)->Unit(benchmark::kMillisecond);
+    ->Arg(8)->Arg(80)->Arg(320)->Arg(1280)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(scheduleBench, verify_schedule, Stage::VerifySchedule)
-    ->Arg(8)->Arg(80)->Arg(320)->Unit(benchmark::kMillisecond);
+    ->Arg(8)->Arg(80)->Arg(320)->Arg(1280)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -34,9 +34,12 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
   Block &body = func.getBody().front();
   FunctionSchedule s;
   s.spaceNames.push_back("the arena");
+  llvm::StringMap<unsigned> stateArgs; // slot name -> argument
   for (BlockArgument arg : body.getArguments()) {
     auto state = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                    "braid.state");
+    if (state)
+      stateArgs[state.getValue()] = arg.getArgNumber();
     s.spaceNames.push_back(state ? "state '" + state.getValue().str() + "'"
                                  : "argument #" +
                                        std::to_string(arg.getArgNumber()));
@@ -143,14 +146,14 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       // State copy-back: result i replaces its slot unless already there.
       for (auto [r, v] : llvm::enumerate(op->getOperands())) {
         auto name = func.getResultAttrOfType<StringAttr>(r, "braid.state");
-        if (!name)
+        auto arg = name ? stateArgs.find(name.getValue()) : stateArgs.end();
+        if (arg == stateArgs.end() || stateArgumentOf(v) == arg->second)
           continue;
-        for (BlockArgument arg : body.getArguments())
-          if (func.getArgAttr(arg.getArgNumber(), "braid.state") == name &&
-              stateArgumentOf(v) != arg.getArgNumber())
-            acc.accesses.push_back(sched::Access{
-                1 + int64_t(arg.getArgNumber()), 0,
-                std::max<int64_t>(tensorBytes(arg.getType()), 1), true});
+        acc.accesses.push_back(sched::Access{
+            1 + int64_t(arg->second), 0,
+            std::max<int64_t>(
+                tensorBytes(body.getArgument(arg->second).getType()), 1),
+            true});
       }
     }
   }
