@@ -32,7 +32,7 @@ struct BraidInsertEventsPass
   }
 
   LogicalResult insertEvents(func::FuncOp func) {
-    auto memory = attachedMemoryPlan(func);
+    auto memory = readAttachedMemoryPlan(func);
     if (failed(memory))
       return failure();
     auto s = buildFunctionSchedule(func, *memory ? &**memory : nullptr);
@@ -65,13 +65,13 @@ struct BraidInsertEventsPass
                                "still in flight")
                      << "; the schedule must move its wait",
                  failure();
-        int &best = latest[hb.stream(c.first)];
-        if (best == 0 || hb.position(c.first) > hb.position(best - 1))
-          best = c.first + 1;
+        auto [it, inserted] = latest.try_emplace(hb.stream(c.first), c.first);
+        if (!inserted && hb.position(c.first) > hb.position(it->second))
+          it->second = c.first;
       }
       SmallVector<int> candidates;
       for (auto [stream, op] : latest)
-        candidates.push_back(op - 1);
+        candidates.push_back(op);
       // Transitive reduction: a candidate another one already orders after
       // is covered by waiting for that one.
       for (int c : candidates) {

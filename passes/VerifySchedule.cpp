@@ -28,7 +28,7 @@ struct BraidVerifySchedulePass
   }
 
   LogicalResult verifyFunction(func::FuncOp func) {
-    auto memory = attachedMemoryPlan(func);
+    auto memory = readAttachedMemoryPlan(func);
     if (failed(memory))
       return failure();
     auto schedule =

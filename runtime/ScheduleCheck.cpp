@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
 using namespace braid::sched;
@@ -51,24 +50,6 @@ bool HappensBefore::build(const std::vector<SchedOp> &ops) {
   return true;
 }
 
-std::string Conflict::describe() const {
-  std::ostringstream os;
-  if (kind == Race)
-    os << "op " << first << " and op " << second
-       << " access the same bytes [" << access.begin << ", " << access.end
-       << ") of storage " << access.space
-       << " (at least one writes) and neither happens before the other";
-  else if (kind == Clobber)
-    os << "op " << first << " overwrites bytes [" << access.begin << ", "
-       << access.end << ") of storage " << access.space
-       << " before op " << second << " reads the value they held";
-  else
-    os << "collective of op " << second << " (group " << group
-       << ") may run concurrently with the collective of op " << first
-       << " on another communicator (possible deadlock)";
-  return os.str();
-}
-
 //===----------------------------------------------------------------------===//
 // ScheduleChecker
 //===----------------------------------------------------------------------===//
@@ -114,8 +95,8 @@ ScheduleChecker::ScheduleChecker(int numStreams,
                                  std::vector<OpAccesses> accesses,
                                  const std::vector<CollectiveUse> &collectives,
                                  CheckOptions options)
-    : hb_(numStreams), impl_(new Impl{numStreams, options, std::move(accesses),
-                                      {}, {}, {}, {}}) {
+    : hb_(numStreams),
+      impl_(new Impl{numStreams, options, std::move(accesses), {}, {}, {}, {}}) {
   std::unordered_map<int64_t, std::vector<int64_t>> bounds;
   for (const OpAccesses &op : impl_->accesses)
     for (const Access &a : op.accesses) {
@@ -137,7 +118,7 @@ ScheduleChecker::ScheduleChecker(int numStreams,
     impl_->collectiveAt[c.begin] = c;
 }
 
-ScheduleChecker::~ScheduleChecker() { delete impl_; }
+ScheduleChecker::~ScheduleChecker() = default;
 
 bool ScheduleChecker::append(const SchedOp &op) {
   if (size_t(hb_.numOps()) >= impl_->accesses.size())

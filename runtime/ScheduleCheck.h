@@ -36,7 +36,7 @@
 #define BRAID_RUNTIME_SCHEDULECHECK_H
 
 #include <cstdint>
-#include <string>
+#include <memory>
 #include <vector>
 
 namespace braid::sched {
@@ -115,10 +115,9 @@ struct Conflict {
   int first = 0, second = 0; // op indices, first < second in list order
   Access access;             // Race: the bytes of `second` that conflict
   int64_t group = 0;         // Hang: the second collective's group
-  /// False when no event can order the pair: `first` is a collective still
-  /// in flight at `second` (the schedule itself must change).
+  /// False when no event can order the pair (`first` is a collective still
+  /// in flight at `second`, or a clobber): the schedule itself must change.
   bool repairable = true;
-  std::string describe() const;
 };
 
 struct CheckOptions {
@@ -146,9 +145,8 @@ public:
   /// Appends the next op; its `after` entries must be earlier ops. Returns
   /// false when the op is malformed (stream or `after` out of range).
   bool append(const SchedOp &op);
-  /// Conflicts of the last appended op with earlier ops. A conflict whose
-  /// `first` is an earlier op can be repaired by `addAfter(first)`; one
-  /// that names a later op (a collective still in flight) cannot.
+  /// Conflicts of the last appended op with earlier ops; a `repairable`
+  /// one goes away with `addAfter(first)`.
   void conflicts(std::vector<Conflict> &out) const;
   /// Orders the last appended op after op `a` (< it).
   void addAfter(int a);
@@ -160,7 +158,7 @@ public:
 private:
   struct Impl;
   HappensBefore hb_;
-  Impl *impl_;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// Checks a whole schedule: every unordered pair of accesses to the same

@@ -21,11 +21,6 @@ std::string FunctionSchedule::describeSpace(int64_t space) const {
   return "storage " + std::to_string(space);
 }
 
-FailureOr<std::optional<FunctionMemoryPlan>>
-mlir::braid::attachedMemoryPlan(func::FuncOp func) {
-  return readAttachedMemoryPlan(func);
-}
-
 FailureOr<FunctionSchedule>
 mlir::braid::buildFunctionSchedule(func::FuncOp func,
                                    const FunctionMemoryPlan *memory) {

@@ -53,9 +53,6 @@ struct FunctionSchedule {
 FailureOr<FunctionSchedule>
 buildFunctionSchedule(func::FuncOp func, const FunctionMemoryPlan *memory);
 
-/// The memory plan attached to `func` by braid-plan-memory, or none.
-FailureOr<std::optional<FunctionMemoryPlan>> attachedMemoryPlan(func::FuncOp);
-
 /// Happens-before over block positions (as MemoryPlan's Ordering wants):
 /// positions of ops in `func`'s block, -1 is function entry.
 Ordering happensBeforeOrdering(func::FuncOp func,
