@@ -422,23 +422,6 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
 //===----------------------------------------------------------------------===//
 
 namespace {
-bool isCollective(OpCode code) {
-  switch (syncOpcode(code)) {
-  case OpCode::AllReduce:
-  case OpCode::AllGather:
-  case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
-  case OpCode::Broadcast:
-  case OpCode::Send:
-  case OpCode::Recv:
-    return true;
-  default:
-    return false;
-  }
-}
-
-bool isAsyncStart(OpCode code) { return syncOpcode(code) != code; }
-
 // All-ones bytes: a quiet NaN in f32, f16 and bf16 alike, -1 in integers.
 constexpr uint8_t kPoison = 0xFF;
 } // namespace
@@ -528,7 +511,7 @@ void OpRunner::Strict::prepare() {
         lastRecorder[size_t(e)] = int(oi);
     if (o.opcode() == OpCode::Wait)
       deps_[oi].push_back(startOf[size_t(o.handle())]);
-    else if (isAsyncStart(o.opcode()))
+    else if (isAsyncStartOpcode(o.opcode()))
       startOf[size_t(o.handle())] = int(oi);
     // A start's operand is read by the collective, which a wait runs.
     if (o.operands())
@@ -596,11 +579,11 @@ Status OpRunner::Strict::execute(int oi) {
   const plan::Op &o = op(oi);
   if (o.opcode() == OpCode::Wait)
     return runAsync(o.handle());
-  if (isAsyncStart(o.opcode())) {
+  if (isAsyncStartOpcode(o.opcode())) {
     start(oi);
     return Status::ok();
   }
-  if (isCollective(o.opcode()))
+  if (isCollectiveOpcode(o.opcode()))
     BRAID_RETURN_IF_ERROR(runEarlier(o, -1));
   BRAID_RETURN_IF_ERROR(r_.compute(o));
   // Results first: an operand that dies here may share their bytes.

@@ -88,6 +88,21 @@ OpCode braid::rt::syncOpcode(OpCode op) {
   }
 }
 
+bool braid::rt::isCollectiveOpcode(OpCode opcode) {
+  switch (syncOpcode(opcode)) {
+  case OpCode::AllReduce:
+  case OpCode::AllGather:
+  case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
+  case OpCode::Broadcast:
+  case OpCode::Send:
+  case OpCode::Recv:
+    return true;
+  default:
+    return false;
+  }
+}
+
 GroupPosition braid::rt::groupPosition(const plan::Plan &plan, int group,
                                        int worldRank) {
   const plan::DeviceGroup *g = plan.groups()->Get(unsigned(group));

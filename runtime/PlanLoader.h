@@ -90,6 +90,13 @@ bindInputs(const plan::Function &f,
 /// The synchronous opcode an async start (all_reduce_start, ...) runs;
 /// every other opcode is returned as is.
 plan::OpCode syncOpcode(plan::OpCode opcode);
+/// A collective (all_reduce, ..., send, recv), sync or the start of an
+/// async one.
+bool isCollectiveOpcode(plan::OpCode opcode);
+/// The start of an async collective.
+inline bool isAsyncStartOpcode(plan::OpCode opcode) {
+  return syncOpcode(opcode) != opcode;
+}
 
 } // namespace braid::rt
 

@@ -69,21 +69,6 @@ int64_t product(const Shape &s, size_t begin, size_t end) {
 // Stream plan (StreamPlan.h): pure functions of the plan
 //===----------------------------------------------------------------------===//
 
-bool cuda::isCollectiveOpcode(OpCode code) {
-  switch (syncOpcode(code)) {
-  case OpCode::AllReduce:
-  case OpCode::AllGather:
-  case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
-  case OpCode::Broadcast:
-  case OpCode::Send:
-  case OpCode::Recv:
-    return true;
-  default:
-    return false;
-  }
-}
-
 std::vector<CommKey> cuda::planCommunicators(const plan::Plan &p) {
   std::set<CommKey> keys;
   if (p.functions())

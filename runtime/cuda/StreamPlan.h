@@ -56,9 +56,6 @@ struct CommIdKey {
   }
 };
 
-/// True for the collective opcodes, sync and *_start (not Wait).
-bool isCollectiveOpcode(plan::OpCode code);
-
 /// Every (group, stream) pair a collective of any function of `p` uses,
 /// sorted: the order in which every rank creates its communicators. The
 /// same on every rank (it depends on the plan alone).
