@@ -23,10 +23,24 @@ def Braid_Dialect : Dialect {
     generate exactly that slice. Each collective also exists in an
     asynchronous form: a `*_start` op returning a `!braid.handle` and a
     `braid.wait` that turns the handle back into the tensor.
+
+    Tensors are what the runtime runs: statically shaped, of `bf16`, `f16`,
+    `f32`, `i32` or `i64`, with at most 2^40 elements (and no dim above
+    2^40), so that no byte count, offset or FLOP count derived from a shape
+    overflows and every verified module can become a plan. A device group
+    has at most 2^20 ranks, and so has the mesh of all groups (at most 64).
+
+    Entry functions bind their arguments with `braid.input = "name"` or
+    `braid.state = "name"` and their results with `braid.output = "name"` or
+    `braid.state = "name"`: each a non-empty name, unique per function and
+    kind, on a tensor as above; a state result has its argument's type.
   }];
   let useDefaultTypePrinterParser = 1;
   // `braid.stream` is a dialect attribute: verified wherever it appears.
   let hasOperationAttrVerify = 1;
+  // braid.input / braid.state / braid.output bindings of entry functions.
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// The stream an op is issued on in scheduled IR (a non-negative
     /// integer; on every scheduled op of a function or on none).
@@ -111,9 +125,15 @@ def Braid_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of collective", [
   let cppNamespace = "::mlir::braid";
 }
 
-class Braid_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Braid_Dialect, mnemonic, traits>;
+// Every tensor a braid op reads or writes (handle payloads included) has at
+// most 2^40 elements: element types are ODS constraints, sizes this trait.
+def Braid_TensorLimits : NativeOpTrait<"BraidTensorLimits">;
 
+class Braid_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Braid_Dialect, mnemonic, !listconcat(traits, [Braid_TensorLimits])>;
+
+// The element types the runtime runs.
+def Braid_Tensor : StaticShapeTensorOf<[BF16, F16, F32, I32, I64]>;
 def Braid_FloatTensor : StaticShapeTensorOf<[BF16, F16, F32]>;
 def Braid_IntTensor : StaticShapeTensorOf<[I32, I64]>;
 

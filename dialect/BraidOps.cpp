@@ -5,7 +5,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -23,6 +26,9 @@ static FailureOr<int64_t> lookupGroupSize(Operation *op,
   if (!g)
     return op->emitOpError("group ")
            << group << " does not name a braid.device_group";
+  // Normally verified with the group already; never divide by a bad size.
+  if (failed(checkGroupSize(op->getLoc(), g.getSymName(), g.getSize())))
+    return failure();
   return g.getSize();
 }
 
@@ -43,6 +49,29 @@ static Type collectiveResultType(OpT op) {
     return cast<HandleType>(op.getHandle().getType()).getPayload();
   else
     return op.getResult().getType();
+}
+
+LogicalResult mlir::braid::verifyTensorLimits(Operation *op) {
+  auto check = [&](StringRef kind, unsigned i, Type type) -> LogicalResult {
+    if (auto handle = dyn_cast<HandleType>(type)) {
+      if (isa<NoneType>(handle.getPayload()))
+        return success();
+      return checkTensorType(op->getLoc(), shortName(op),
+                             (kind + " #" + Twine(i) + " handle payload").str(),
+                             handle.getPayload());
+    }
+    if (!isa<TensorType>(type))
+      return success(); // events; other types are refused by the op's ODS
+    return checkTensorType(op->getLoc(), shortName(op),
+                           (kind + " #" + Twine(i)).str(), type);
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check("operand", i, v.getType())))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check("result", i, v.getType())))
+      return failure();
+  return success();
 }
 
 LogicalResult mlir::braid::verifyAsyncStartHandle(Operation *op) {
@@ -118,6 +147,148 @@ LogicalResult BraidDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Entry-function bindings: braid.input / braid.state arguments and
+// braid.output / braid.state results name what a plan binds. Checked here so
+// that the message names the function, the argument and the name instead of
+// surfacing later as a plan the runtime refuses.
+//===----------------------------------------------------------------------===//
+
+static constexpr StringLiteral kInputAttr = "braid.input";
+static constexpr StringLiteral kOutputAttr = "braid.output";
+static constexpr StringLiteral kStateAttr = "braid.state";
+
+/// "func.func @prefill"
+static std::string functionLabel(Operation *op) {
+  std::string s = op->getName().getStringRef().str();
+  if (auto sym =
+          op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+    s += " @" + sym.getValue().str();
+  return s;
+}
+
+/// No two arguments (or results) carry the same `attrName` value. The full
+/// scan runs once per function, from the first entry carrying the attribute
+/// (every later one finds an earlier carrier and stops), so verifying a
+/// function stays linear in its number of arguments.
+static LogicalResult
+checkUniqueBinding(Operation *op, StringRef kind, unsigned index,
+                   unsigned count, function_ref<DictionaryAttr(unsigned)> dict,
+                   StringRef attrName) {
+  for (unsigned j = index; j-- > 0;)
+    if (DictionaryAttr d = dict(j); d && d.get(attrName))
+      return success();
+  llvm::StringMap<unsigned> seen;
+  for (unsigned j = index; j < count; ++j) {
+    DictionaryAttr d = dict(j);
+    auto value = d ? d.getAs<StringAttr>(attrName) : StringAttr();
+    if (!value)
+      continue;
+    auto [it, inserted] = seen.try_emplace(value.getValue(), j);
+    if (!inserted)
+      return emitError(op->getLoc())
+             << functionLabel(op) << ": " << kind << " #" << j << " and "
+             << kind << " #" << it->second << " are both " << attrName << " '"
+             << value.getValue() << "'";
+  }
+  return success();
+}
+
+/// The checks both argument and result bindings share: a non-empty string
+/// name, one role per entry, a tensor type the runtime can hold, and no name
+/// bound twice.
+static LogicalResult checkBinding(FunctionOpInterface fn, StringRef kind,
+                                  unsigned index, NamedAttribute attr,
+                                  StringRef otherRole, Type type,
+                                  unsigned count,
+                                  function_ref<DictionaryAttr(unsigned)> dict) {
+  Operation *op = fn.getOperation();
+  StringRef name = attr.getName().getValue();
+  std::string label = functionLabel(op);
+  auto value = dyn_cast<StringAttr>(attr.getValue());
+  if (!value || value.getValue().empty())
+    return emitError(op->getLoc())
+           << label << ": " << kind << " #" << index << ": " << name
+           << " must be a non-empty string, got " << attr.getValue();
+  if (DictionaryAttr d = dict(index); d && d.get(otherRole))
+    return emitError(op->getLoc())
+           << label << ": " << kind << " #" << index << " is both " << name
+           << " and " << otherRole;
+  std::string what = (kind + " #" + Twine(index) + " (" + name + " '" +
+                      value.getValue() + "')")
+                         .str();
+  if (failed(checkTensorType(op->getLoc(), label, what, type)))
+    return failure();
+  return checkUniqueBinding(op, kind, index, count, dict, name);
+}
+
+LogicalResult BraidDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned regionIndex,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != kInputAttr && name != kStateAttr)
+    return success(); // braid.buffer: checked by its readers
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn || regionIndex != 0)
+    return op->emitOpError() << name
+                             << " is an attribute of a function's "
+                                "arguments";
+  return checkBinding(fn, "argument", argIndex, attr,
+                      name == kInputAttr ? kStateAttr : kInputAttr,
+                      fn.getArgumentTypes()[argIndex], fn.getNumArguments(),
+                      [&](unsigned j) { return fn.getArgAttrDict(j); });
+}
+
+LogicalResult BraidDialect::verifyRegionResultAttribute(Operation *op,
+                                                        unsigned regionIndex,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != kOutputAttr && name != kStateAttr)
+    return success();
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn || regionIndex != 0)
+    return op->emitOpError() << name
+                             << " is an attribute of a function's "
+                                "results";
+  auto resultDict = [&](unsigned j) { return fn.getResultAttrDict(j); };
+  if (failed(checkBinding(fn, "result", resultIndex, attr,
+                          name == kOutputAttr ? kStateAttr : kOutputAttr,
+                          fn.getResultTypes()[resultIndex], fn.getNumResults(),
+                          resultDict)))
+    return failure();
+  if (name != kStateAttr)
+    return success();
+  // A state result replaces the slot its argument reads: same type. Checked
+  // for every state result from the first one (linear, as above).
+  for (unsigned j = resultIndex; j-- > 0;)
+    if (DictionaryAttr d = resultDict(j); d && d.get(kStateAttr))
+      return success();
+  llvm::StringMap<unsigned> argOf;
+  for (unsigned a = 0; a < fn.getNumArguments(); ++a)
+    if (DictionaryAttr d = fn.getArgAttrDict(a))
+      if (auto state = d.getAs<StringAttr>(kStateAttr))
+        argOf.try_emplace(state.getValue(), a);
+  for (unsigned j = resultIndex; j < fn.getNumResults(); ++j) {
+    DictionaryAttr d = resultDict(j);
+    auto state = d ? d.getAs<StringAttr>(kStateAttr) : StringAttr();
+    if (!state)
+      continue;
+    auto arg = argOf.find(state.getValue());
+    if (arg == argOf.end())
+      continue; // the exporter names a state no argument reads
+    Type argType = fn.getArgumentTypes()[arg->second];
+    if (argType != fn.getResultTypes()[j])
+      return emitError(op->getLoc())
+             << functionLabel(op) << ": result #" << j << " (" << kStateAttr
+             << " '" << state.getValue() << "') is " << fn.getResultTypes()[j]
+             << " but argument #" << arg->second << " of that state is "
+             << argType;
+  }
+  return success();
+}
+
 Value mlir::braid::detail::sentValue(Operation *op) {
   return op->getNumOperands() ? op->getOperand(0) : Value();
 }
@@ -153,7 +324,22 @@ Type mlir::braid::detail::sizingType(Operation *op) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult DeviceGroupOp::verify() {
-  return checkGroupSize(getLoc(), getSymName(), getSize());
+  if (failed(checkGroupSize(getLoc(), getSymName(), getSize())))
+    return failure();
+  // The mesh of this group and the ones declared before it. The scan stops
+  // past kMaxDeviceGroups groups, so verifying every group stays linear in
+  // the module's size; the last group checks the whole mesh.
+  SmallVector<StringRef> names{getSymName()};
+  SmallVector<int64_t> sizes{int64_t(getSize())};
+  for (Operation *p = getOperation()->getPrevNode();
+       p && (int64_t)names.size() <= kMaxDeviceGroups; p = p->getPrevNode())
+    if (auto g = dyn_cast<DeviceGroupOp>(p)) {
+      names.push_back(g.getSymName());
+      sizes.push_back(int64_t(g.getSize()));
+    }
+  std::reverse(names.begin(), names.end());
+  std::reverse(sizes.begin(), sizes.end());
+  return checkMesh(getLoc(), names, sizes);
 }
 
 int64_t ParameterOp::getNumShards(int64_t groupSize) {

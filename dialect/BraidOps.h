@@ -51,6 +51,11 @@ bool isUnscheduledOp(Operation *op);
 /// Checks the rule every `*_start` op obeys: its handle is consumed by
 /// exactly one `braid.wait`.
 LogicalResult verifyAsyncStartHandle(Operation *op);
+
+/// Checks every tensor an op reads or writes (and every handle payload)
+/// against checkTensorType: a runtime element type and at most
+/// kMaxTensorElements elements, so that no size computed from it overflows.
+LogicalResult verifyTensorLimits(Operation *op);
 } // namespace mlir::braid
 
 namespace mlir::OpTrait {
@@ -60,6 +65,16 @@ class BraidAsyncStart : public TraitBase<ConcreteType, BraidAsyncStart> {
 public:
   static LogicalResult verifyTrait(Operation *op) {
     return ::mlir::braid::verifyAsyncStartHandle(op);
+  }
+};
+
+/// On every braid op: its tensors obey the dialect's element types and size
+/// limits (ShapeChecks.h).
+template <typename ConcreteType>
+class BraidTensorLimits : public TraitBase<ConcreteType, BraidTensorLimits> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    return ::mlir::braid::verifyTensorLimits(op);
   }
 };
 } // namespace mlir::OpTrait

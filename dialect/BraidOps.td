@@ -101,7 +101,7 @@ def Braid_ParameterOp : Braid_Op<"parameter", [Pure,
                        OptionalAttr<I64Attr>:$shards,
                        OptionalAttr<I64Attr>:$blocks,
                        OptionalAttr<DenseI64ArrayAttr>:$padded_shape);
-  let results = (outs AnyStaticShapeTensor:$result);
+  let results = (outs Braid_Tensor:$result);
   let assemblyFormat = [{
     $name `full` $full_shape (`shard_dim` $shard_dim^ `on` $group)? attr-dict `:` type($result)
   }];
@@ -320,9 +320,9 @@ def Braid_SliceOp : Braid_Op<"slice", [Pure]> {
     %q = braid.slice %qkv offsets [0, 0, 0] sizes [1, 8, 256] : tensor<1x8x768xf32> -> tensor<1x8x256xf32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, DenseI64ArrayAttr:$offsets,
+  let arguments = (ins Braid_Tensor:$input, DenseI64ArrayAttr:$offsets,
                        DenseI64ArrayAttr:$sizes);
-  let results = (outs AnyStaticShapeTensor:$result);
+  let results = (outs Braid_Tensor:$result);
   let assemblyFormat = [{
     $input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input) `->` type($result)
   }];
@@ -337,8 +337,8 @@ def Braid_ConcatOp : Braid_Op<"concat", [Pure]> {
     %c = braid.concat %a, %b dim 1 : (tensor<4x8xf32>, tensor<4x24xf32>) -> tensor<4x32xf32>
     ```
   }];
-  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs, I64Attr:$dim);
-  let results = (outs AnyStaticShapeTensor:$result);
+  let arguments = (ins Variadic<Braid_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Braid_Tensor:$result);
   let assemblyFormat = "$inputs `dim` $dim attr-dict `:` functional-type($inputs, results)";
   let hasVerifier = 1;
 }
@@ -352,8 +352,8 @@ def Braid_ReshapeOp : Braid_Op<"reshape", [Pure]> {
     Folds: reshape to the operand's own type is the operand;
     `reshape(reshape(x))` becomes one reshape of `x`.
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input);
-  let results = (outs AnyStaticShapeTensor:$result);
+  let arguments = (ins Braid_Tensor:$input);
+  let results = (outs Braid_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
@@ -383,8 +383,8 @@ multiclass Braid_TensorCollective<string mn, dag extraArgs, string fmt,
                          Braid_CollectiveOpInterface, Braid_CommEffects]> {
     let summary = summaryText;
     let description = descr;
-    let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
-    let results = (outs AnyStaticShapeTensor:$result);
+    let arguments = !con((ins Braid_Tensor:$input, FlatSymbolRefAttr:$group), extraArgs);
+    let results = (outs Braid_Tensor:$result);
     let assemblyFormat = fmt # " attr-dict `:` type($input) `->` type($result)";
     let extraClassDeclaration = Braid_CollectiveKindDecl<mn>.decl;
   }
@@ -395,7 +395,7 @@ multiclass Braid_TensorCollective<string mn, dag extraArgs, string fmt,
     let description = "Same operands, attributes and shape rules as `braid." # mn #
         "`; returns a handle whose payload is the result type. Exactly one "
         "`braid.wait` consumes the handle and yields the result.";
-    let arguments = !con((ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$group), extraArgs);
+    let arguments = !con((ins Braid_Tensor:$input, FlatSymbolRefAttr:$group), extraArgs);
     let results = (outs Braid_HandleType:$handle);
     let assemblyFormat = fmt # " attr-dict `:` type($input) `->` qualified(type($handle))";
     let extraClassDeclaration = Braid_CollectiveKindDecl<mn>.decl;
@@ -483,7 +483,7 @@ def Braid_SendOp : Braid_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInter
     braid.send %x to 1 on @pp : tensor<2x16x512xbf16>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let arguments = (ins Braid_Tensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
   let assemblyFormat = "$input `to` $peer `on` $group attr-dict `:` type($input)";
 }
 
@@ -500,7 +500,7 @@ def Braid_SendStartOp : Braid_Op<"send_start", [Braid_AsyncStart,
     braid.wait %h : !braid.handle<none>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
+  let arguments = (ins Braid_Tensor:$input, I64Attr:$peer, FlatSymbolRefAttr:$group);
   let results = (outs Braid_HandleType:$handle);
   let assemblyFormat = "$input `to` $peer `on` $group attr-dict `:` type($input) `->` qualified(type($handle))";
 }
@@ -515,7 +515,7 @@ def Braid_RecvOp : Braid_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInter
     ```
   }];
   let arguments = (ins I64Attr:$peer, FlatSymbolRefAttr:$group);
-  let results = (outs AnyStaticShapeTensor:$result);
+  let results = (outs Braid_Tensor:$result);
   let assemblyFormat = "`from` $peer `on` $group attr-dict `:` type($result)";
 }
 
@@ -551,7 +551,7 @@ def Braid_WaitOp : Braid_Op<"wait", [Braid_CommEffects]> {
     ```
   }];
   let arguments = (ins Braid_HandleType:$handle);
-  let results = (outs Optional<AnyStaticShapeTensor>:$result);
+  let results = (outs Optional<Braid_Tensor>:$result);
   let assemblyFormat = "$handle attr-dict `:` qualified(type($handle)) (`->` type($result)^)?";
   let hasVerifier = 1;
 }

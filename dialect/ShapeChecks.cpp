@@ -1,6 +1,8 @@
 //===- ShapeChecks.cpp - shape rules of the braid dialect -----------------===//
 #include "dialect/ShapeChecks.h"
 
+#include "runtime/CheckedMath.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -16,11 +18,64 @@ std::string mlir::braid::formatShape(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-static int64_t numElements(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+std::optional<int64_t>
+mlir::braid::checkedNumElements(ArrayRef<int64_t> shape) {
+  return ::braid::checkedProduct(shape);
+}
+
+std::optional<int64_t> mlir::braid::elementByteSize(Type t) {
+  if (t.isF32() || t.isSignlessInteger(32))
+    return 4;
+  if (t.isF16() || t.isBF16())
+    return 2;
+  if (t.isSignlessInteger(64))
+    return 8;
+  return std::nullopt;
+}
+
+/// "2^40 = 1099511627776"
+static std::string limitText(int64_t limit) {
+  int log2 = 0;
+  while ((int64_t(1) << log2) < limit)
+    ++log2;
+  return "2^" + std::to_string(log2) + " = " + std::to_string(limit);
+}
+
+LogicalResult mlir::braid::checkTensorType(OptLoc loc, StringRef op,
+                                           StringRef what, Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return emitOptionalError(loc, op, ": ", what, " type ", type,
+                             " is not a statically shaped ranked tensor");
+  if (!elementByteSize(t.getElementType()))
+    return emitOptionalError(loc, op, ": ", what, " element type ",
+                             t.getElementType(),
+                             " is not one the runtime runs (bf16, f16, f32, "
+                             "i32 or i64)");
+  for (auto [d, size] : llvm::enumerate(t.getShape()))
+    if (size > kMaxTensorElements)
+      return emitOptionalError(
+          loc, op, ": ", what, " ", type, " has dim ", d, " of size ", size,
+          "; a braid tensor dim is at most ", limitText(kMaxTensorElements));
+  std::optional<int64_t> n = checkedNumElements(t.getShape());
+  if (!n)
+    return emitOptionalError(loc, op, ": ", what, " ", type,
+                             " has more elements than int64 can count; a "
+                             "braid tensor holds at most ",
+                             limitText(kMaxTensorElements), " elements");
+  if (*n > kMaxTensorElements)
+    return emitOptionalError(loc, op, ": ", what, " ", type, " has ", *n,
+                             " elements; a braid tensor holds at most ",
+                             limitText(kMaxTensorElements));
+  return success();
+}
+
+std::optional<int64_t> mlir::braid::tensorByteSize(Type type) {
+  if (failed(checkTensorType(std::nullopt, "", "", type)))
+    return std::nullopt;
+  auto t = cast<RankedTensorType>(type);
+  // At most 2^40 elements of at most 8 bytes: no overflow.
+  return t.getNumElements() * *elementByteSize(t.getElementType());
 }
 
 static LogicalResult checkSameElementType(OptLoc loc, StringRef op,
@@ -231,6 +286,11 @@ LogicalResult mlir::braid::checkAttention(OptLoc loc,
     return emitOptionalError(loc, "attention: ", sq,
                              " new tokens do not fit a cache of max_seq ",
                              maxSeq);
+  // The runtime reads both caches with one element type.
+  if (failed(checkSameElementType(loc, "attention", "v_cache",
+                                  s.kCache.getElementType(),
+                                  s.vCache.getElementType())))
+    return failure();
   if (s.kCacheOut != s.kCache || s.vCacheOut != s.vCache)
     return emitOptionalError(
         loc, "attention: updated cache types must equal the cache types");
@@ -274,12 +334,14 @@ LogicalResult mlir::braid::checkSlice(OptLoc loc, RankedTensorType input,
                              ") and sizes (", sizes.size(),
                              ") must both have the input rank ", rank);
   for (int64_t i = 0; i < rank; ++i) {
-    if (offsets[i] < 0 || sizes[i] < 0 ||
-        offsets[i] + sizes[i] > input.getDimSize(i))
-      return emitOptionalError(loc, "slice: dim ", i, " takes [", offsets[i],
-                               ", ", offsets[i] + sizes[i],
-                               ") which is outside [0, ", input.getDimSize(i),
-                               ")");
+    // offsets + sizes in int64 could wrap below the dim: checked.
+    std::optional<int64_t> end = ::braid::checkedAdd(offsets[i], sizes[i]);
+    if (offsets[i] < 0 || sizes[i] < 0 || !end || *end > input.getDimSize(i))
+      return emitOptionalError(
+          loc, "slice: dim ", i, " takes [", offsets[i], ", ",
+          end ? std::to_string(*end)
+              : std::to_string(offsets[i]) + " + " + std::to_string(sizes[i]),
+          ") which is outside [0, ", input.getDimSize(i), ")");
   }
   if (failed(checkSameElementType(loc, "slice", "result",
                                   input.getElementType(),
@@ -312,7 +374,12 @@ LogicalResult mlir::braid::checkConcat(OptLoc loc,
         return emitOptionalError(loc, "concat: input ", i, " has size ",
                                  t.getDimSize(d), " in dim ", d,
                                  " but input 0 has ", first.getDimSize(d));
-    expected[dim] += t.getDimSize(dim);
+    std::optional<int64_t> sum =
+        ::braid::checkedAdd(expected[dim], t.getDimSize(dim));
+    if (!sum)
+      return emitOptionalError(loc, "concat: the sizes of the inputs in dim ",
+                               dim, " sum past int64 at input ", i);
+    expected[dim] = *sum;
   }
   if (failed(checkSameElementType(loc, "concat", "result",
                                   first.getElementType(),
@@ -327,11 +394,16 @@ LogicalResult mlir::braid::checkReshape(OptLoc loc, RankedTensorType input,
                                   input.getElementType(),
                                   result.getElementType())))
     return failure();
-  int64_t a = numElements(input.getShape()), b = numElements(result.getShape());
-  if (a != b)
+  std::optional<int64_t> a = checkedNumElements(input.getShape()),
+                         b = checkedNumElements(result.getShape());
+  auto count = [](std::optional<int64_t> n) {
+    return n ? std::to_string(*n) + " elements"
+             : std::string("more elements than int64 can count");
+  };
+  if (!a || !b || *a != *b)
     return emitOptionalError(loc, "reshape: ", formatShape(input.getShape()),
-                             " has ", a, " elements but ",
-                             formatShape(result.getShape()), " has ", b);
+                             " has ", count(a), " but ",
+                             formatShape(result.getShape()), " has ", count(b));
   return success();
 }
 
@@ -346,6 +418,21 @@ LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
     if (d <= 0)
       return emitOptionalError(loc, "parameter '", name, "': full shape ",
                                formatShape(full), " has a non-positive dim");
+  // The runtime generates and slices the whole checkpoint tensor: it must be
+  // a tensor a plan can hold too.
+  auto checkWhole = [&](StringRef which,
+                        ArrayRef<int64_t> shape) -> LogicalResult {
+    std::optional<int64_t> n = checkedNumElements(shape);
+    if (n && *n <= kMaxTensorElements)
+      return success();
+    return emitOptionalError(
+        loc, "parameter '", name, "': ", which, " shape ", formatShape(shape),
+        n ? " has " + std::to_string(*n) + " elements"
+          : std::string(" has more elements than int64 can count"),
+        "; a braid tensor holds at most ", limitText(kMaxTensorElements));
+  };
+  if (failed(checkWhole("full", full)))
+    return failure();
   if (!padded.empty()) {
     if (padded.size() != full.size())
       return emitOptionalError(loc, "parameter '", name, "': padded shape ",
@@ -357,6 +444,8 @@ LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
                                  formatShape(padded),
                                  " is smaller than the full shape ",
                                  formatShape(full), " in dim ", i);
+    if (failed(checkWhole("padded", padded)))
+      return failure();
     full = padded;
   }
   if ((int64_t)full.size() != local.getRank())
@@ -372,11 +461,13 @@ LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
     if (shards <= 0 || groupSize % shards != 0)
       return emitOptionalError(loc, "parameter '", name, "': shards ", shards,
                                " must divide the group size ", groupSize);
-    if (blocks <= 0)
+    if (blocks <= 0 || blocks > kMaxBlocks)
       return emitOptionalError(loc, "parameter '", name, "': blocks ", blocks,
-                               " must be positive");
+                               " must be in [1, ", kMaxBlocks, "]");
     int64_t dimSize = full[*shardDim];
-    if (dimSize % (shards * blocks) != 0)
+    // shards x blocks can overflow int64 (to 0: a division by zero).
+    std::optional<int64_t> pieces = ::braid::checkedMul(shards, blocks);
+    if (!pieces || dimSize % *pieces != 0)
       return emitOptionalError(loc, "parameter '", name, "': dim ", *shardDim,
                                " of size ", dimSize,
                                " is not divisible by shards x blocks = ",
@@ -401,10 +492,35 @@ LogicalResult mlir::braid::checkParameter(OptLoc loc, StringRef name,
 
 LogicalResult mlir::braid::checkGroupSize(OptLoc loc, StringRef group,
                                           int64_t size) {
-  if (size >= 1)
+  if (size >= 1 && size <= kMaxWorldSize)
     return success();
   return emitOptionalError(loc, "device_group @", group,
-                           ": size must be >= 1, got ", size);
+                           ": size must be in [1, ", kMaxWorldSize, "], got ",
+                           size);
+}
+
+LogicalResult mlir::braid::checkMesh(OptLoc loc, ArrayRef<StringRef> names,
+                                     ArrayRef<int64_t> sizes) {
+  if (names.empty())
+    return success();
+  if ((int64_t)names.size() > kMaxDeviceGroups)
+    return emitOptionalError(loc, "device_group @", names.back(),
+                             ": a module declares at most ", kMaxDeviceGroups,
+                             " device groups (mesh axes)");
+  std::optional<int64_t> world = ::braid::checkedProduct(sizes);
+  if (world && *world <= kMaxWorldSize)
+    return success();
+  std::string product;
+  for (auto [i, name] : llvm::enumerate(names))
+    product += (i ? " x @" : "@") + name.str();
+  product += " = ";
+  for (auto [i, size] : llvm::enumerate(sizes))
+    product += (i ? " x " : "") + std::to_string(size);
+  return emitOptionalError(
+      loc, "device_group @", names.back(), ": the mesh of device groups ",
+      product, " = ",
+      world ? std::to_string(*world) : std::string("more than int64 can count"),
+      " ranks exceeds the maximum world size ", kMaxWorldSize);
 }
 
 static FailureOr<RankedTensorType> resultTensor(OptLoc loc, StringRef op,
@@ -432,7 +548,12 @@ LogicalResult mlir::braid::checkAllGather(OptLoc loc, StringRef op,
   if (failed(out) || failed(checkDim(loc, op, "dim", dim, input.getRank())))
     return failure();
   SmallVector<int64_t> expected(input.getShape());
-  expected[dim] *= n;
+  std::optional<int64_t> gathered = ::braid::checkedMul(expected[dim], n);
+  if (!gathered)
+    return emitOptionalError(loc, op, ": dim ", dim, " of size ",
+                             input.getDimSize(dim), " x group size ", n,
+                             " overflows int64");
+  expected[dim] = *gathered;
   if (out->getElementType() != input.getElementType() ||
       out->getShape() != ArrayRef<int64_t>(expected))
     return emitOptionalError(loc, op, ": result ", *out, " must be ",
@@ -480,7 +601,13 @@ LogicalResult mlir::braid::checkAllToAll(OptLoc loc, StringRef op,
                              " is not divisible by group size ", n);
   SmallVector<int64_t> expected(input.getShape());
   expected[splitDim] /= n;
-  expected[concatDim] *= n;
+  std::optional<int64_t> concatenated =
+      ::braid::checkedMul(expected[concatDim], n);
+  if (!concatenated)
+    return emitOptionalError(loc, op, ": concat_dim ", concatDim, " of size ",
+                             expected[concatDim], " x group size ", n,
+                             " overflows int64");
+  expected[concatDim] = *concatenated;
   if (out->getElementType() != input.getElementType() ||
       out->getShape() != ArrayRef<int64_t>(expected))
     return emitOptionalError(loc, op, ": result ", *out, " must be ",

@@ -13,12 +13,45 @@
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 namespace mlir::braid {
 
 using OptLoc = std::optional<Location>;
+
+//===----------------------------------------------------------------------===//
+// Limits. Every size computed from a shape or a group stays far from int64
+// overflow (a tensor's bytes are at most 2^43) and every verified module can
+// become a plan (the runtime's plan loader refuses larger tensors and reads
+// group sizes and the world size as int32).
+//===----------------------------------------------------------------------===//
+
+/// Most elements (and largest dim) of one braid tensor: 2^40.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+/// Most ranks in one device group and in the mesh of all groups: 2^20.
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+/// Most device groups (mesh axes) in one module.
+constexpr int64_t kMaxDeviceGroups = 64;
+/// Most blocks a parameter's shard dim is viewed as (the plan's int32).
+constexpr int64_t kMaxBlocks = int64_t(INT32_MAX);
+
+/// Bytes of one element of a type the runtime runs (bf16, f16, f32, i32,
+/// i64), or nullopt for any other type.
+std::optional<int64_t> elementByteSize(Type elementType);
+
+/// The element count of `shape`, or nullopt when it overflows int64.
+std::optional<int64_t> checkedNumElements(ArrayRef<int64_t> shape);
+
+/// A type a braid tensor value may have: a statically shaped ranked tensor
+/// of bf16, f16, f32, i32 or i64 with at most kMaxTensorElements elements.
+/// `op` and `what` name the value in the message ("reshape", "result #0").
+LogicalResult checkTensorType(OptLoc loc, StringRef op, StringRef what,
+                              Type type);
+
+/// Bytes of `type` if checkTensorType accepts it, else nullopt.
+std::optional<int64_t> tensorByteSize(Type type);
 
 /// "[2, 16, 512]"
 std::string formatShape(ArrayRef<int64_t> shape);
@@ -73,7 +106,13 @@ LogicalResult checkParameter(OptLoc loc, StringRef name,
                              int64_t blocks);
 
 // Collectives. `n` is the group size.
+/// 1 <= size <= kMaxWorldSize.
 LogicalResult checkGroupSize(OptLoc loc, StringRef group, int64_t size);
+/// The mesh of device groups (declaration order): at most kMaxDeviceGroups
+/// groups whose sizes multiply to at most kMaxWorldSize ranks. The message
+/// names the last group of `names`.
+LogicalResult checkMesh(OptLoc loc, ArrayRef<StringRef> names,
+                        ArrayRef<int64_t> sizes);
 LogicalResult checkAllReduce(OptLoc loc, StringRef op, RankedTensorType input,
                              Type result);
 LogicalResult checkAllGather(OptLoc loc, StringRef op, RankedTensorType input,

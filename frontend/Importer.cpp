@@ -14,6 +14,7 @@
 
 #include "dialect/BraidOps.h"
 #include "dialect/ShapeChecks.h"
+#include "runtime/CheckedMath.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -41,12 +42,52 @@ struct Layout {
   int64_t batch, seq, maxSeq;
 };
 
+/// One tensor the importer builds: what it is and the named sizes whose
+/// product is its element count.
+struct TensorSizes {
+  std::string tensor;
+  SmallVector<std::pair<std::string, int64_t>> dims;
+};
+
+/// Refuses a config whose tensor would hold more elements than a braid
+/// tensor can (2^40), naming the fields that multiply to it.
+llvm::Error checkTensorElements(const TensorSizes &t) {
+  std::optional<int64_t> n = 1;
+  std::string factors;
+  for (const auto &[name, size] : t.dims) {
+    n = n ? ::braid::checkedMul(*n, size) : std::nullopt;
+    factors +=
+        (factors.empty() ? "" : " x ") + name + " " + std::to_string(size);
+  }
+  if (n && *n <= kMaxTensorElements)
+    return llvm::Error::success();
+  return importError(t.tensor + " [" + factors + "] has " +
+                     (n ? std::to_string(*n) : "more than int64 can count") +
+                     " elements; a braid tensor holds at most " +
+                     std::to_string(kMaxTensorElements) +
+                     " (2^40): lower one of these sizes");
+}
+
 llvm::Expected<Layout> computeLayout(const ModelConfig &c,
                                      const ImportOptions &o) {
   Layout l;
   l.tp = o.tp;
   if (o.tp < 1 || o.batch < 1 || o.seq < 1)
     return importError("--tp, --batch and --seq must be >= 1");
+  // Bounds on the options that multiply into memory (docs/frontend.md);
+  // --seq and --max-seq are bounded by the model's positions below.
+  if (o.tp > kMaxWorldSize)
+    return importError("--tp " + llvm::Twine(o.tp) + " exceeds " +
+                       llvm::Twine(kMaxWorldSize) +
+                       ", the largest device group (see docs/frontend.md)");
+  if (o.batch > ::braid::limits::kMaxBatch)
+    return importError("--batch " + llvm::Twine(o.batch) + " exceeds " +
+                       llvm::Twine(::braid::limits::kMaxBatch) +
+                       " sequences (see docs/frontend.md)");
+  if (o.maxSeq < 0)
+    return importError("--max-seq must be >= 1 (or 0: the model's maximum "
+                       "positions), got " +
+                       llvm::Twine(o.maxSeq));
   l.heads = c.numHeads;
   l.kvHeads = c.numKvHeads;
   l.headDim = c.headDim;
@@ -93,6 +134,56 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
     return importError("--seq " + llvm::Twine(o.seq) +
                        " exceeds the KV-cache capacity (--max-seq) " +
                        llvm::Twine(l.maxSeq));
+
+  // The largest tensors of the module (full parameters, and one rank's
+  // activations of a prefill step), checked before anything is built so
+  // the message names the fields instead of a verifier error.
+  bool gpt2 = c.family == ModelFamily::Gpt2;
+  int64_t h = c.hiddenSize;
+  std::string hName = gpt2 ? "n_embd" : "hidden_size";
+  std::string heads = gpt2 ? "n_head" : "num_attention_heads";
+  std::string inter = gpt2 ? "n_inner" : "intermediate_size";
+  std::vector<TensorSizes> tensors = {
+      {"the token embedding (and LM head)",
+       {{"vocab_size padded to a multiple of tp", l.vocabPadded}, {hName, h}}},
+      {"the attention projection weight",
+       {{heads, c.numHeads}, {"head_dim", c.headDim}, {hName, h}}},
+      {"the MLP weight", {{inter, c.intermediateSize}, {hName, h}}},
+      {"the hidden states",
+       {{"--batch", o.batch}, {"--seq", o.seq}, {hName, h}}},
+      {"one rank's queries",
+       {{"--batch", o.batch},
+        {"--seq", o.seq},
+        {heads + " / tp", l.headsLocal},
+        {"head_dim", c.headDim}}},
+      {"one rank's MLP activations",
+       {{"--batch", o.batch},
+        {"--seq", o.seq},
+        {inter + " / tp", l.interLocal}}},
+      {"the logits",
+       {{"--batch", o.batch},
+        {o.prefillAllLogits ? "--seq" : "tokens",
+         o.prefillAllLogits ? o.seq : 1},
+        {"vocab_size padded to a multiple of tp", l.vocabPadded}}},
+      {"one rank's KV cache of a layer",
+       {{"--batch", o.batch},
+        {"--max-seq", l.maxSeq},
+        {"KV heads per rank", l.kvHeadsLocal},
+        {"head_dim", c.headDim}}},
+  };
+  if (gpt2) {
+    tensors.push_back(
+        {"the fused c_attn weight", {{hName, h}, {"3 x " + hName, 3 * h}}});
+    tensors.push_back({"the position embedding wpe",
+                       {{"n_positions", c.maxPositions}, {hName, h}}});
+    tensors.push_back({"one rank's fused q/k/v activations",
+                       {{"--batch", o.batch},
+                        {"--seq", o.seq},
+                        {"3 x " + hName + " / tp", 3 * h / o.tp}}});
+  }
+  for (const TensorSizes &t : tensors)
+    if (llvm::Error e = checkTensorElements(t))
+      return std::move(e);
   return l;
 }
 

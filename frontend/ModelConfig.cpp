@@ -1,5 +1,6 @@
 //===- ModelConfig.cpp - Hugging Face config.json reader ------------------===//
 #include "frontend/ModelConfig.h"
+#include "frontend/JsonNesting.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -27,15 +28,26 @@ public:
     return v && v->kind() != llvm::json::Value::Null;
   }
 
-  Expected<int64_t> integer(StringRef key) const {
+  /// A positive integer field of at most `max`.
+  Expected<int64_t> integer(StringRef key, int64_t max) const {
     if (!has(key))
       return error("missing field '" + key + "'");
-    return positiveInt(key);
+    return positiveInt(key, max);
   }
-  Expected<int64_t> integerOr(StringRef key, int64_t def) const {
+  Expected<int64_t> integerOr(StringRef key, int64_t def, int64_t max) const {
     if (!has(key))
-      return def;
-    return positiveInt(key);
+      return checkBound(key, def, max);
+    return positiveInt(key, max);
+  }
+  /// `value` of field `key` (or, with `derived`, a value computed from
+  /// other fields, named by `key`) is at most `max`.
+  Expected<int64_t> checkBound(StringRef key, int64_t value, int64_t max,
+                               bool derived = false) const {
+    if (value > max)
+      return error((derived ? key + " is " : "field '" + key + "' is ") +
+                   llvm::Twine(value) + "; Braid imports at most " +
+                   llvm::Twine(max) + " (see docs/frontend.md)");
+    return value;
   }
   Expected<double> number(StringRef key) const {
     if (!has(key))
@@ -63,7 +75,7 @@ public:
   }
 
 private:
-  Expected<int64_t> positiveInt(StringRef key) const {
+  Expected<int64_t> positiveInt(StringRef key, int64_t max) const {
     const llvm::json::Value *v = obj.get(key);
     std::optional<int64_t> i = v->getAsInteger();
     if (!i) {
@@ -77,7 +89,7 @@ private:
     if (*i <= 0)
       return error("field '" + key + "' must be positive, got " +
                    llvm::Twine(*i));
-    return *i;
+    return checkBound(key, *i, max);
   }
   Expected<double> positiveNumber(StringRef key) const {
     std::optional<double> d = obj.get(key)->getAsNumber();
@@ -105,13 +117,16 @@ private:
 
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Llama;
-  BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size"));
-  BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers"));
-  BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads"));
-  BRAID_ASSIGN(c.numKvHeads, f.integerOr("num_key_value_heads", c.numHeads));
-  BRAID_ASSIGN(c.intermediateSize, f.integer("intermediate_size"));
-  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size"));
-  BRAID_ASSIGN(c.maxPositions, f.integer("max_position_embeddings"));
+  BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size", limits::kMaxHiddenSize));
+  BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
+  BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
+  BRAID_ASSIGN(c.numKvHeads, f.integerOr("num_key_value_heads", c.numHeads,
+                                         limits::kMaxHeads));
+  BRAID_ASSIGN(c.intermediateSize,
+               f.integer("intermediate_size", limits::kMaxIntermediateSize));
+  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
+  BRAID_ASSIGN(c.maxPositions,
+               f.integer("max_position_embeddings", limits::kMaxPositions));
   BRAID_ASSIGN(c.normEps, f.number("rms_norm_eps"));
   BRAID_ASSIGN(c.ropeTheta, f.numberOr("rope_theta", 10000.0));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
@@ -139,13 +154,16 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
                    " is not divisible by num_key_value_heads " +
                    llvm::Twine(c.numKvHeads));
   if (f.has("head_dim")) {
-    BRAID_ASSIGN(c.headDim, f.integer("head_dim"));
+    BRAID_ASSIGN(c.headDim, f.integer("head_dim", limits::kMaxHeadDim));
   } else {
     if (c.hiddenSize % c.numHeads != 0)
       return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
                      " is not divisible by num_attention_heads " +
                      llvm::Twine(c.numHeads) + " (and no 'head_dim' given)");
-    c.headDim = c.hiddenSize / c.numHeads;
+    BRAID_ASSIGN(c.headDim,
+                 f.checkBound("head_dim = hidden_size / num_attention_heads",
+                              c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
+                              /*derived=*/true));
   }
   if (c.headDim % 2 != 0)
     return f.error("head_dim " + llvm::Twine(c.headDim) +
@@ -155,13 +173,14 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
 
 static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Gpt2;
-  BRAID_ASSIGN(c.hiddenSize, f.integer("n_embd"));
-  BRAID_ASSIGN(c.numLayers, f.integer("n_layer"));
-  BRAID_ASSIGN(c.numHeads, f.integer("n_head"));
+  BRAID_ASSIGN(c.hiddenSize, f.integer("n_embd", limits::kMaxHiddenSize));
+  BRAID_ASSIGN(c.numLayers, f.integer("n_layer", limits::kMaxLayers));
+  BRAID_ASSIGN(c.numHeads, f.integer("n_head", limits::kMaxHeads));
   c.numKvHeads = c.numHeads;
-  BRAID_ASSIGN(c.intermediateSize, f.integerOr("n_inner", 4 * c.hiddenSize));
-  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size"));
-  BRAID_ASSIGN(c.maxPositions, f.integer("n_positions"));
+  BRAID_ASSIGN(c.intermediateSize, f.integerOr("n_inner", 4 * c.hiddenSize,
+                                               limits::kMaxIntermediateSize));
+  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
+  BRAID_ASSIGN(c.maxPositions, f.integer("n_positions", limits::kMaxPositions));
   BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", 1e-5));
   std::string act;
   BRAID_ASSIGN(act, f.stringOr("activation_function", "gelu_new"));
@@ -177,10 +196,12 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   if (c.hiddenSize % c.numHeads != 0)
     return f.error("n_embd " + llvm::Twine(c.hiddenSize) +
                    " is not divisible by n_head " + llvm::Twine(c.numHeads));
-  c.headDim = c.hiddenSize / c.numHeads;
+  BRAID_ASSIGN(c.headDim, f.checkBound("head_dim = n_embd / n_head",
+                                       c.hiddenSize / c.numHeads,
+                                       limits::kMaxHeadDim, /*derived=*/true));
   if (f.has("n_ctx")) {
     int64_t nCtx;
-    BRAID_ASSIGN(nCtx, f.integer("n_ctx"));
+    BRAID_ASSIGN(nCtx, f.integer("n_ctx", limits::kMaxPositions));
     if (nCtx != c.maxPositions)
       return f.error("fields 'n_ctx' (" + llvm::Twine(nCtx) +
                      ") and 'n_positions' (" + llvm::Twine(c.maxPositions) +
@@ -191,6 +212,9 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
 
 Expected<ModelConfig> braid::parseModelConfig(StringRef json,
                                               StringRef source) {
+  // llvm::json recurses per level: bound the nesting before parsing.
+  if (llvm::Error deep = checkJsonNesting(json, source))
+    return std::move(deep);
   Expected<llvm::json::Value> value = llvm::json::parse(json);
   if (!value)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -12,6 +12,24 @@ namespace braid {
 
 enum class ModelFamily { Llama, Gpt2 };
 
+/// Upper bounds on every config size that multiplies into memory, each far
+/// above any released model (docs/frontend.md lists them with examples).
+/// They keep an import fast (one loop per layer) and every size and count
+/// derived from the config far from int64 overflow; a config past one is
+/// refused with an error naming the field and the bound.
+namespace limits {
+constexpr int64_t kMaxLayers = 1024;              // Llama-3.1-405B: 126
+constexpr int64_t kMaxHiddenSize = 1 << 17;       // 131072; 405B: 16384
+constexpr int64_t kMaxIntermediateSize = 1 << 19; // 524288; 405B: 53248
+constexpr int64_t kMaxHeads = 1 << 12;            // 4096 (query or KV)
+constexpr int64_t kMaxHeadDim = 1 << 14;          // 16384; usual: 64-256
+constexpr int64_t kMaxVocabSize = 1 << 22;        // 4194304; Gemma: 262144
+constexpr int64_t kMaxPositions = 1 << 24;        // 16777216 tokens
+constexpr int64_t kMaxBatch = 1 << 20;            // --batch: sequences per step
+// --tp is at most a device group (2^20); --seq and --max-seq at most the
+// model's max positions.
+} // namespace limits
+
 /// The architecture facts Braid needs, read from a Hugging Face
 /// `config.json` and checked for consistency. Field comments give the HF key.
 struct ModelConfig {

@@ -21,8 +21,10 @@ struct BraidEstimatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Errors name the option, file or numbers; they are not about one op,
+    // so the module is not dumped with them.
     auto fail = [&](const Twine &message) {
-      module.emitError("braid-estimate: ") << message;
+      mlir::emitError(module.getLoc()) << "braid-estimate: " << message;
       signalPassFailure();
     };
     if (launch != "graph" && launch != "eager")

@@ -2,6 +2,8 @@
 #include "passes/MemoryPlan.h"
 
 #include "dialect/BraidOps.h"
+#include "dialect/ShapeChecks.h"
+#include "runtime/CheckedMath.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -11,16 +13,15 @@
 using namespace mlir;
 using namespace mlir::braid;
 
+/// No overflow: bytes <= 2^43 (the dialect's limits) and alignment <= 2^62.
 static int64_t alignTo(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
 int64_t mlir::braid::tensorBytes(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape())
-    return 0;
-  unsigned bits = t.getElementTypeBitWidth();
-  return t.getNumElements() * int64_t((bits + 7) / 8);
+  // The dialect's limits (2^40 elements of at most 8 bytes) keep this far
+  // from overflow; a type outside them (not a braid tensor) has no bytes.
+  return tensorByteSize(type).value_or(0);
 }
 
 static bool isStateArgument(Value v) {
@@ -108,6 +109,10 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
       return emitError(v.getLoc()) << "memory planning needs static shapes, "
                                    << "got " << type,
              failure();
+    // Values of other dialects' ops or unbound arguments: only braid tensor
+    // types have a size in the arena.
+    if (failed(checkTensorType(v.getLoc(), "memory planning", "value", type)))
+      return failure();
     BufferLifetime life;
     life.value = v;
     life.size = alignTo(std::max<int64_t>(tensorBytes(type), 1), alignment);
@@ -205,7 +210,13 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
   // A long-lived buffer has a use per layer: its last use is computed once.
   SmallVector<int> lastUse;
   for (const BufferLifetime &l : lives) {
-    plan.withoutReuse += l.size;
+    // Every offset and the lower bound are at most this sum: checking it
+    // keeps all placement arithmetic in range.
+    std::optional<int64_t> total =
+        ::braid::checkedAdd(plan.withoutReuse, l.size);
+    if (!total)
+      return func.emitOpError("buffers total more than int64 bytes"), failure();
+    plan.withoutReuse = *total;
     plan.sizes[l.value] = l.size;
     lastUse.push_back(*llvm::max_element(l.uses));
   }
@@ -272,13 +283,19 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
     return std::optional<FunctionMemoryPlan>();
   FunctionMemoryPlan plan;
   plan.arenaSize = arenaAttr.getInt();
+  if (plan.arenaSize < 0)
+    return func.emitOpError("has a negative ")
+               << kArenaSizeAttr << " " << plan.arenaSize,
+           failure();
   if (auto lb = func->getAttrOfType<IntegerAttr>(kArenaLowerBoundAttr))
     plan.lowerBound = lb.getInt();
 
   auto place = [&](Operation *diagOp, Value v, int64_t offset,
                    int64_t size) -> LogicalResult {
     int64_t need = tensorBytes(v.getType());
-    if (offset < 0 || size < need || offset + size > plan.arenaSize)
+    // arena - offset, not offset + size: hand-written numbers may be huge.
+    if (offset < 0 || size < need || offset > plan.arenaSize ||
+        size > plan.arenaSize - offset)
       return diagOp->emitError()
                  << "buffer [" << offset << ", +" << size << ") for a value of "
                  << need << " bytes does not fit the arena of "

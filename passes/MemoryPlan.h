@@ -45,7 +45,8 @@ std::optional<unsigned> stateArgumentOf(Value v);
 /// True when `v` needs an arena buffer.
 bool needsArenaBuffer(Value v);
 
-/// Bytes of a static tensor type (elements x element bytes).
+/// Bytes of a braid tensor type (elements x element bytes; at most 2^43 by
+/// the dialect's limits, dialect/ShapeChecks.h), or 0 for any other type.
 int64_t tensorBytes(Type type);
 
 struct BufferLifetime {

@@ -3,6 +3,7 @@
 #include "passes/MemoryPlan.h"
 
 #include "dialect/BraidOps.h"
+#include "runtime/CheckedMath.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
@@ -11,8 +12,9 @@ using namespace mlir;
 using namespace mlir::braid;
 
 static int64_t numElements(Type t) {
+  // Verified braid tensors: at most 2^40 elements.
   auto rt = dyn_cast<RankedTensorType>(t);
-  return rt ? rt.getNumElements() : 0;
+  return rt && rt.hasStaticShape() ? rt.getNumElements() : 0;
 }
 
 int64_t StepStats::collectiveBytes() const {
@@ -22,64 +24,147 @@ int64_t StepStats::collectiveBytes() const {
   return total;
 }
 
-int64_t mlir::braid::matmulFlopCount(MatmulOp op) {
+namespace {
+/// The factors of a matmul's FLOPs: 2 x (result elements) x K.
+struct MatmulDims {
+  int64_t outElements, k;
+};
+/// The factors of an attention's FLOPs: 4 x B x heads x head_dim x keys,
+/// keys = sum over the S queries of the keys each one sees.
+struct AttentionDims {
+  int64_t b, s, pos, heads, headDim;
+  bool causal;
+};
+} // namespace
+
+static MatmulDims matmulDims(MatmulOp op) {
   auto a = cast<RankedTensorType>(op.getA().getType());
   int64_t k = op.getTransposeA() ? a.getDimSize(a.getRank() - 2)
                                  : a.getDimSize(a.getRank() - 1);
-  return 2 * numElements(op.getType()) * k;
+  return {numElements(op.getType()), k};
 }
 
-int64_t mlir::braid::attentionFlopCount(AttentionOp op) {
+static AttentionDims attentionDims(AttentionOp op) {
   auto q = cast<RankedTensorType>(op.getQ().getType());
-  int64_t b = q.getDimSize(0), s = q.getDimSize(1);
-  int64_t pos = 0;
-  if (op.hasCache() && s == 1)
-    pos = cast<RankedTensorType>(op.getKCache().getType()).getDimSize(1) - 1;
-  // Keys seen by query i: pos + i + 1 (causal) or all of them.
-  int64_t keys = 0;
-  for (int64_t i = 0; i < s; ++i)
-    keys += op.getCausal() ? pos + i + 1 : pos + s;
-  // QK^T and PV: 2 FLOPs per multiply-add, head_dim each, per head.
-  return 4 * b * op.getNumHeads() * op.getHeadDim() * keys;
+  AttentionDims d;
+  d.b = q.getDimSize(0);
+  d.s = q.getDimSize(1);
+  d.pos = 0;
+  if (op.hasCache() && d.s == 1)
+    d.pos = cast<RankedTensorType>(op.getKCache().getType()).getDimSize(1) - 1;
+  d.heads = int64_t(op.getNumHeads());
+  d.headDim = int64_t(op.getHeadDim());
+  d.causal = op.getCausal();
+  return d;
 }
 
-StepStats mlir::braid::computeStepStats(func::FuncOp func) {
+std::optional<int64_t> mlir::braid::matmulFlopCount(MatmulOp op) {
+  MatmulDims d = matmulDims(op);
+  return ::braid::checkedProduct({2, d.outElements, d.k});
+}
+
+double mlir::braid::matmulFlops(MatmulOp op) {
+  MatmulDims d = matmulDims(op);
+  return 2.0 * double(d.outElements) * double(d.k);
+}
+
+std::optional<int64_t> mlir::braid::attentionFlopCount(AttentionOp op) {
+  using ::braid::checkedAdd;
+  using ::braid::checkedMul;
+  AttentionDims d = attentionDims(op);
+  // Keys seen by query i: pos + i + 1 (causal) or pos + S, summed in closed
+  // form (a loop over S would run 2^40 times on a long sequence).
+  std::optional<int64_t> keys;
+  if (d.causal) {
+    // S * pos + S (S + 1) / 2, halving the even factor first.
+    std::optional<int64_t> tri = d.s % 2 == 0 ? checkedMul(d.s / 2, d.s + 1)
+                                              : checkedMul(d.s, (d.s + 1) / 2);
+    std::optional<int64_t> base = checkedMul(d.s, d.pos);
+    keys = tri && base ? checkedAdd(*tri, *base) : std::nullopt;
+  } else {
+    std::optional<int64_t> perQuery = checkedAdd(d.pos, d.s);
+    keys = perQuery ? checkedMul(d.s, *perQuery) : std::nullopt;
+  }
+  if (!keys)
+    return std::nullopt;
+  // QK^T and PV: 2 FLOPs per multiply-add, head_dim each, per head.
+  return ::braid::checkedProduct({4, d.b, d.heads, d.headDim, *keys});
+}
+
+double mlir::braid::attentionFlops(AttentionOp op) {
+  AttentionDims d = attentionDims(op);
+  double s = double(d.s), pos = double(d.pos);
+  double keys = d.causal ? s * pos + s * (s + 1) / 2 : s * (pos + s);
+  return 4.0 * double(d.b) * double(d.heads) * double(d.headDim) * keys;
+}
+
+llvm::Expected<StepStats> mlir::braid::computeStepStats(func::FuncOp func) {
   StepStats st;
   st.function = func.getSymName().str();
+  // The first count that does not fit int64, if any.
+  std::string overflow;
+  auto add = [&](int64_t &total, std::optional<int64_t> value,
+                 const Twine &what) {
+    if (!overflow.empty())
+      return;
+    std::optional<int64_t> sum =
+        value ? ::braid::checkedAdd(total, *value) : std::nullopt;
+    if (!sum) {
+      overflow = what.str();
+      return;
+    }
+    total = *sum;
+  };
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (func.getArgAttr(i, "braid.state"))
-      st.stateBytes += tensorBytes(func.getArgument(i).getType());
-  auto addCollective = [&](StringRef name, int64_t bytes) {
-    CollectiveStats &c = st.collectives[name.str()];
-    ++c.count;
-    c.bytes += bytes;
-  };
+      add(st.stateBytes, tensorBytes(func.getArgument(i).getType()),
+          "kv-cache state bytes");
   func.walk([&](Operation *op) {
     if (auto p = dyn_cast<ParameterOp>(op)) {
-      st.parameterBytes += tensorBytes(p.getType());
+      add(st.parameterBytes, tensorBytes(p.getType()), "parameter bytes");
       return;
     }
     if (op->getDialect() == nullptr ||
         op->getDialect()->getNamespace() != "braid")
       return;
     for (Value r : op->getResults())
-      st.activationBytes += tensorBytes(r.getType());
+      add(st.activationBytes, tensorBytes(r.getType()), "activation bytes");
     llvm::TypeSwitch<Operation *>(op)
-        .Case<MatmulOp>([&](auto m) { st.matmulFlops += matmulFlopCount(m); })
-        .Case<AttentionOp>(
-            [&](auto a) { st.attentionFlops += attentionFlopCount(a); })
+        .Case<MatmulOp>([&](auto m) {
+          add(st.matmulFlops, matmulFlopCount(m), "matmul FLOPs");
+        })
+        .Case<AttentionOp>([&](auto a) {
+          add(st.attentionFlops, attentionFlopCount(a), "attention FLOPs");
+        })
         .Case<AddOp, MulOp, SiluOp, GeluOp>([&](Operation *o) {
-          st.otherFlops += numElements(o->getResult(0).getType());
+          add(st.otherFlops, numElements(o->getResult(0).getType()),
+              "other FLOPs");
         })
         .Case<RmsNormOp, LayerNormOp, RopeOp, SoftmaxOp>([&](Operation *o) {
-          st.otherFlops += 4 * numElements(o->getResult(0).getType());
+          add(st.otherFlops,
+              ::braid::checkedMul(4, numElements(o->getResult(0).getType())),
+              "other FLOPs");
         })
         .Case([&](CollectiveOpInterface c) {
           // Under its kind's name: an async start counts as its sync form.
-          addCollective(stringifyCollectiveKind(c.getCollectiveKind()),
-                        tensorBytes(c.getSizingType()));
+          StringRef name = stringifyCollectiveKind(c.getCollectiveKind());
+          CollectiveStats &cs = st.collectives[name.str()];
+          ++cs.count;
+          add(cs.bytes, tensorBytes(c.getSizingType()), name + " bytes");
         });
   });
+  int64_t flops = 0, collective = 0;
+  add(flops, st.matmulFlops, "total FLOPs");
+  add(flops, st.attentionFlops, "total FLOPs");
+  add(flops, st.otherFlops, "total FLOPs");
+  for (const auto &[name, c] : st.collectives)
+    add(collective, c.bytes, "collective bytes");
+  if (!overflow.empty())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "@" + st.function + ": the " + overflow +
+            " of one step exceed int64 (9223372036854775807); the "
+            "statistics would be wrong");
   return st;
 }
 

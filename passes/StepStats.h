@@ -10,10 +10,12 @@
 
 #include "dialect/BraidOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mlir::braid {
@@ -33,21 +35,28 @@ struct StepStats {
   int64_t otherFlops = 0; // elementwise, norms, rope, softmax (approximate)
   std::map<std::string, CollectiveStats> collectives;
 
+  // These sums fit int64: computeStepStats checked them.
   int64_t totalFlops() const {
     return matmulFlops + attentionFlops + otherFlops;
   }
   int64_t collectiveBytes() const;
 };
 
-/// 2 x M x N x K (batch dims included).
-int64_t matmulFlopCount(MatmulOp op);
-/// QK^T and PV FLOPs, with the cache convention below.
-int64_t attentionFlopCount(AttentionOp op);
+/// 2 x M x N x K (batch dims included), or nullopt past int64.
+std::optional<int64_t> matmulFlopCount(MatmulOp op);
+/// QK^T and PV FLOPs, with the cache convention below, or nullopt past
+/// int64.
+std::optional<int64_t> attentionFlopCount(AttentionOp op);
+/// The same counts as doubles (the cost model's estimates; no overflow).
+double matmulFlops(MatmulOp op);
+double attentionFlops(AttentionOp op);
 
 /// Attention is costed for a cache holding `pos + i + 1` keys for query i,
 /// with pos = 0 when a step has several tokens (prefill from an empty
 /// cache) and a full cache (pos = max_seq - 1) for a single-token step.
-StepStats computeStepStats(func::FuncOp func);
+/// Every count is checked: a total that does not fit int64 is an error
+/// naming it, never a wrapped (negative) number.
+llvm::Expected<StepStats> computeStepStats(func::FuncOp func);
 
 void printStepStats(llvm::raw_ostream &os, const StepStats &stats);
 

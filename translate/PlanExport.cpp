@@ -2,6 +2,7 @@
 #include "translate/PlanExport.h"
 
 #include "dialect/BraidOps.h"
+#include "dialect/ShapeChecks.h"
 #include "passes/MemoryPlan.h"
 #include "runtime/GroupLayout.h"
 #include "runtime/PlanLoader.h"
@@ -183,6 +184,17 @@ FailureOr<int> FunctionExporter::tensorId(Value v) {
   auto it = ids_.find(v);
   if (it != ids_.end())
     return it->second;
+  // Braid ops and bound arguments are verified; values of other ops are
+  // checked here, so a plan never holds a tensor the runtime refuses.
+  std::string what, owner = "function";
+  if (auto result = dyn_cast<OpResult>(v)) {
+    owner = result.getOwner()->getName().getStringRef().str();
+    what = "result #" + std::to_string(result.getResultNumber());
+  } else {
+    what = "argument #" + std::to_string(cast<BlockArgument>(v).getArgNumber());
+  }
+  if (failed(checkTensorType(v.getLoc(), owner, what, v.getType())))
+    return failure();
   auto dtype = dtypeOf(v.getLoc(), v.getType());
   if (failed(dtype))
     return failure();
@@ -225,9 +237,18 @@ FailureOr<int> FunctionExporter::handleId(Value handle) {
 }
 
 LogicalResult PlanExporter::collectGroups() {
-  std::vector<int> sizes;
-  for (auto group : module_.getOps<DeviceGroupOp>())
-    sizes.push_back(int(group.getSize()));
+  // The verifier bounds every group and the mesh; checked again here so the
+  // int32 fields of the plan can never truncate a size.
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> sizes64;
+  for (auto group : module_.getOps<DeviceGroupOp>()) {
+    names.push_back(group.getSymName());
+    sizes64.push_back(int64_t(group.getSize()));
+    if (failed(checkGroupSize(group.getLoc(), names.back(), sizes64.back())) ||
+        failed(checkMesh(group.getLoc(), names, sizes64)))
+      return failure();
+  }
+  std::vector<int> sizes(sizes64.begin(), sizes64.end());
   ::braid::rt::MeshLayout mesh = ::braid::rt::meshLayout(sizes);
   for (auto [i, group] : llvm::enumerate(module_.getOps<DeviceGroupOp>())) {
     auto g = std::make_unique<plan::DeviceGroupT>();
@@ -619,7 +640,8 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
       return failure();
   }
   if (plan_.functions.empty())
-    return module_.emitError("no public function to export as a plan entry"),
+    return emitError(module_.getLoc(),
+                     "no public function to export as a plan entry"),
            failure();
 
   flatbuffers::FlatBufferBuilder fbb;
@@ -631,8 +653,9 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
   structural.checkSchedule = false;
   auto loaded = ::braid::rt::loadPlan(bytes, structural);
   if (!loaded)
-    return module_.emitError("exported plan is rejected by the runtime "
-                             "loader (an exporter bug): ")
+    return emitError(module_.getLoc(),
+                     "exported plan is rejected by the runtime "
+                     "loader (an exporter bug): ")
                << loaded.status().message(),
            failure();
   // Never emit a schedule the runtime would refuse (braid-verify-schedule
@@ -640,7 +663,8 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
   if (options_.checkSchedule) {
     auto checked = ::braid::rt::loadPlan(bytes);
     if (!checked)
-      return module_.emitError("refusing to emit an unsafe schedule: ")
+      return emitError(module_.getLoc(),
+                       "refusing to emit an unsafe schedule: ")
                  << checked.status().message(),
              failure();
   }

@@ -288,7 +288,7 @@ OpCost CostModel::cost(Operation *op) const {
         int64_t n = out.getDimSize(out.getRank() - 1);
         int64_t rows = out.getNumElements() / std::max<int64_t>(n, 1);
         c.cls = OpClass::Compute;
-        c.flops = double(matmulFlopCount(m));
+        c.flops = matmulFlops(m);
         c.bytes = operandBytes(op) + resultBytes(op);
         double minDim = double(std::min({rows, n, k}));
         c.seconds = matmulSeconds(target_, c.flops, minDim, c.bytes,
@@ -298,7 +298,7 @@ OpCost CostModel::cost(Operation *op) const {
       })
       .Case<AttentionOp>([&](AttentionOp m) {
         c.cls = OpClass::Compute;
-        c.flops = double(attentionFlopCount(m));
+        c.flops = attentionFlops(m);
         c.bytes = double(tensorBytes(m.getQ().getType()) +
                          tensorBytes(m.getK().getType()) +
                          tensorBytes(m.getV().getType()) +

@@ -1,6 +1,10 @@
 //===- Target.cpp - Hardware target descriptions --------------------------===//
 #include "passes/cost/Target.h"
 
+#include "dialect/ShapeChecks.h"
+#include "frontend/JsonNesting.h"
+#include "runtime/CheckedMath.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -134,6 +138,9 @@ llvm::Expected<Link> parseLink(const FieldReader &links, llvm::StringRef name) {
 
 llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
                                                 llvm::StringRef fileName) {
+  // llvm::json recurses per level: bound the nesting before parsing.
+  if (llvm::Error deep = checkJsonNesting(json, fileName))
+    return std::move(deep);
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -149,6 +156,13 @@ llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
   BRAID_ASSIGN(t.description, top.string("description"));
   BRAID_ASSIGN(t.nodes, top.count("nodes"));
   BRAID_ASSIGN(t.gpusPerNode, top.count("gpus_per_node"));
+  // worldSize() is nodes x gpus_per_node in int: bound it like a mesh.
+  std::optional<int64_t> world = ::braid::checkedMul(t.nodes, t.gpusPerNode);
+  if (!world || *world > mlir::braid::kMaxWorldSize)
+    return top.error("gpus_per_node",
+                     "nodes " + std::to_string(t.nodes) + " x gpus_per_node " +
+                         std::to_string(t.gpusPerNode) + " exceeds " +
+                         std::to_string(mlir::braid::kMaxWorldSize) + " GPUs");
 
   FieldReader gpu(nullptr, "", "");
   BRAID_ASSIGN(gpu, top.object("gpu"));

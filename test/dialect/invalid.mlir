@@ -502,7 +502,7 @@ func.func @f() {
 
 braid.device_group @tp size 4
 func.func @f() {
-  // expected-error@+1 {{parameter 'w': blocks 0 must be positive}}
+  // expected-error@+1 {{parameter 'w': blocks 0 must be in [1, 2147483647]}}
   %0 = braid.parameter "w" full [4, 8] shard_dim 0 on @tp {blocks = 0 : i64} : tensor<1x8xf32>
   return
 }
@@ -560,7 +560,7 @@ func.func @f() {
 
 // -----
 
-// expected-error@+1 {{device_group @tp: size must be >= 1, got 0}}
+// expected-error@+1 {{device_group @tp: size must be in [1, 1048576], got 0}}
 braid.device_group @tp size 0
 
 // -----

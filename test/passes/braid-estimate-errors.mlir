@@ -35,6 +35,20 @@
 // RUN: not braid-opt %s --braid-estimate="calibration=%t.badtime.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVTIME
 // CSVTIME: error: braid-estimate: {{.*}}badtime.csv:2: 'fast' is not a time in microseconds
 //
+// Hostile targets (issue 15). 40,000 nested arrays overflowed llvm::json's
+// recursion (SIGSEGV); the nesting is bounded before parsing.
+// RUN: %python -c "print('{\"name\": ' + '[' * 40000 + ']' * 40000 + '}')" > %t.deep.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.deep.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEEP
+// DEEP: error: braid-estimate: {{.*}}deep.json:1:73: JSON nests arrays and objects deeper than 64 levels
+// nodes x gpus_per_node overflowed int (each is at most 2^20).
+// RUN: sed 's/"nodes": 1/"nodes": 1048576/; s/"gpus_per_node": 8/"gpus_per_node": 1048576/' %S/Inputs/round-numbers-target.json > %t.huge.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.huge.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GPUS
+// GPUS: error: braid-estimate: {{.*}}huge.json: gpus_per_node: nodes 1048576 x gpus_per_node 1048576 exceeds 1048576 GPUs
+// A group of 2^32 ranks was an int 0 here (SIGFPE): the verifier refuses it.
+// RUN: sed 's/@tp size 16/@tp size 4294967296/' %s > %t.group.mlir
+// RUN: not braid-opt %t.group.mlir --braid-estimate -o /dev/null 2>&1 | FileCheck %s --check-prefix=GROUP
+// GROUP: error: device_group @tp: size must be in [1, 1048576], got 4294967296
+//
 // A module larger than the machine.
 // RUN: not braid-opt %s --braid-estimate="target=h100-sxm-x8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WORLD
 // WORLD: error: braid-estimate: the module's device groups span 16 ranks; target 'h100-sxm-x8' has 8 GPUs

@@ -101,8 +101,11 @@ TEST_F(CollectiveInterfaceTest, KindGroupFormAndSizingTensor) {
 }
 
 TEST_F(CollectiveInterfaceTest, StatsAndCostTreatBothFormsAlike) {
-  StepStats s = computeStepStats(function("sync"));
-  StepStats a = computeStepStats(function("async"));
+  llvm::Expected<StepStats> sStats = computeStepStats(function("sync"));
+  llvm::Expected<StepStats> aStats = computeStepStats(function("async"));
+  ASSERT_TRUE(bool(sStats)) << llvm::toString(sStats.takeError());
+  ASSERT_TRUE(bool(aStats)) << llvm::toString(aStats.takeError());
+  const StepStats &s = *sStats, &a = *aStats;
   ASSERT_EQ(s.collectives.size(), 7u);
   for (const auto &[name, c] : s.collectives) {
     SCOPED_TRACE(name);

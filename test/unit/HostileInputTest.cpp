@@ -1,0 +1,333 @@
+//===- HostileInputTest.cpp - sizes, counts and JSON from hostile input ---===//
+//
+// Issue 15 on the compiler side, below the tools: every shape rule, byte
+// count, FLOP count, config field and JSON file that a hostile input can
+// push past int64 (or past the stack) gives a clear error instead of a
+// signal or a wrapped number.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/ShapeChecks.h"
+#include "frontend/Importer.h"
+#include "frontend/JsonNesting.h"
+#include "frontend/ModelConfig.h"
+#include "passes/InitAll.h"
+#include "passes/MemoryPlan.h"
+#include "passes/StepStats.h"
+#include "passes/cost/CostModel.h"
+#include "passes/cost/Target.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+using namespace mlir;
+using namespace mlir::braid;
+
+namespace {
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+class HostileShapes : public ::testing::Test {
+protected:
+  HostileShapes()
+      : handler(&ctx, [this](Diagnostic &d) {
+          last = d.str();
+          return success();
+        }) {}
+
+  RankedTensorType t(ArrayRef<int64_t> shape, Type element = {}) {
+    return RankedTensorType::get(shape, element ? element
+                                                : Builder(&ctx).getF32Type());
+  }
+  Location loc() { return UnknownLoc::get(&ctx); }
+  bool says(StringRef text) { return StringRef(last).contains(text); }
+
+  MLIRContext ctx;
+  std::string last;
+  ScopedDiagnosticHandler handler;
+};
+} // namespace
+
+TEST_F(HostileShapes, TensorTypesAreWhatTheRuntimeRuns) {
+  Builder b(&ctx);
+  for (Type ok :
+       {Type(b.getF32Type()), Type(b.getF16Type()), Type(b.getBF16Type()),
+        Type(b.getI32Type()), Type(b.getI64Type())})
+    EXPECT_TRUE(succeeded(checkTensorType(loc(), "op", "x", t({4}, ok))));
+  for (Type bad :
+       {Type(b.getIndexType()), Type(b.getF64Type()), Type(b.getI8Type()),
+        Type(b.getI1Type()), Type(ComplexType::get(b.getF32Type())),
+        Type(VectorType::get({4}, b.getF32Type()))}) {
+    EXPECT_TRUE(failed(checkTensorType(loc(), "op", "x", t({4}, bad))));
+    EXPECT_TRUE(says("is not one the runtime runs")) << last;
+    // tensorBytes() used to read the bit width of these: a crash.
+    EXPECT_EQ(tensorByteSize(t({4}, bad)), std::nullopt);
+    EXPECT_EQ(tensorBytes(t({4}, bad)), 0);
+  }
+  EXPECT_TRUE(
+      failed(checkTensorType(loc(), "op", "x", t({ShapedType::kDynamic}))));
+  EXPECT_TRUE(failed(checkTensorType(loc(), "op", "x", b.getF32Type())));
+}
+
+TEST_F(HostileShapes, ElementCountsStopAt2To40) {
+  EXPECT_EQ(tensorByteSize(t({1 << 20, 1 << 20}, Builder(&ctx).getI64Type())),
+            int64_t(1) << 43);
+  EXPECT_TRUE(failed(checkTensorType(loc(), "op", "x", t({1 << 21, 1 << 20}))));
+  EXPECT_TRUE(says("has 2199023255552 elements; a braid tensor holds at most "
+                   "2^40 = 1099511627776"))
+      << last;
+  // 2^32 x (2^32 + 1) wraps int64; the count is refused, not wrapped.
+  EXPECT_TRUE(failed(checkTensorType(
+      loc(), "op", "x", t({int64_t(1) << 32, (int64_t(1) << 32) + 1}))));
+  EXPECT_TRUE(says("more elements than int64 can count")) << last;
+  EXPECT_EQ(checkedNumElements({int64_t(1) << 32, (int64_t(1) << 32) + 1}),
+            std::nullopt);
+  EXPECT_EQ(tensorBytes(t({int64_t(1) << 32, (int64_t(1) << 32) + 1})), 0);
+}
+
+TEST_F(HostileShapes, SliceBoundsDoNotWrap) {
+  // offsets + sizes = INT64_MAX + 2 wrapped negative and passed `<= dim`.
+  EXPECT_TRUE(failed(checkSlice(loc(), t({4}), {kInt64Max}, {2}, t({2}))));
+  EXPECT_EQ(last, "slice: dim 0 takes [9223372036854775807, "
+                  "9223372036854775807 + 2) which is outside [0, 4)");
+  EXPECT_TRUE(failed(checkSlice(loc(), t({8}), {int64_t(1) << 62},
+                                {int64_t(1) << 62}, t({int64_t(1) << 62}))));
+  EXPECT_TRUE(succeeded(checkSlice(loc(), t({8}), {6}, {2}, t({2}))));
+}
+
+TEST_F(HostileShapes, ReshapeAndConcatCountsDoNotWrap) {
+  // [2^32, 2^32 + 1] has 2^64 + 2^32 elements = 2^32 in wrapped int64.
+  EXPECT_TRUE(
+      failed(checkReshape(loc(), t({int64_t(1) << 32, (int64_t(1) << 32) + 1}),
+                          t({int64_t(1) << 32}))));
+  EXPECT_TRUE(says("has more elements than int64 can count but [4294967296] "
+                   "has 4294967296 elements"))
+      << last;
+  // Four inputs of 2^62 sum to 2^64 = 0.
+  int64_t big = int64_t(1) << 62;
+  EXPECT_TRUE(failed(
+      checkConcat(loc(), {t({big}), t({big}), t({big}), t({big})}, 0, t({0}))));
+  EXPECT_TRUE(says("concat: the sizes of the inputs in dim 0 sum past int64"))
+      << last;
+}
+
+TEST_F(HostileShapes, CollectiveResultSizesDoNotWrap) {
+  int64_t big = int64_t(1) << 62;
+  // 2^62 x 4 = 0 in int64: a result of size 0 "matched".
+  EXPECT_TRUE(
+      failed(checkAllGather(loc(), "all_gather", t({big}), t({0}), 0, 4)));
+  EXPECT_TRUE(says("all_gather: dim 0 of size 4611686018427387904 x group "
+                   "size 4 overflows int64"))
+      << last;
+  EXPECT_TRUE(failed(
+      checkAllToAll(loc(), "all_to_all", t({4, big}), t({1, 0}), 0, 1, 4)));
+  EXPECT_TRUE(says("concat_dim 1 of size 4611686018427387904 x group size 4 "
+                   "overflows int64"))
+      << last;
+}
+
+TEST_F(HostileShapes, ParameterShardsTimesBlocksDoesNotDivideByZero) {
+  // shards x blocks = 2^62 x 4 = 0 in int64: `dim % 0` was a SIGFPE.
+  int64_t big = int64_t(1) << 62;
+  EXPECT_TRUE(failed(checkParameter(loc(), "w", {8}, {}, t({2}), 0,
+                                    /*groupSize=*/big, /*shards=*/big,
+                                    /*blocks=*/4)));
+  EXPECT_TRUE(says("parameter 'w': dim 0 of size 8 is not divisible by "
+                   "shards x blocks = 4611686018427387904 x 4"))
+      << last;
+  EXPECT_TRUE(failed(
+      checkParameter(loc(), "w", {8}, {}, t({2}), 0, 4, 4, int64_t(1) << 31)));
+  EXPECT_TRUE(says("blocks 2147483648 must be in [1, 2147483647]")) << last;
+  EXPECT_TRUE(failed(checkParameter(loc(), "w",
+                                    {int64_t(1) << 32, (int64_t(1) << 32) + 1},
+                                    {}, t({4, 4}), std::nullopt, 1, 1, 1)));
+  EXPECT_TRUE(says("full shape [4294967296, 4294967297] has more elements "
+                   "than int64 can count"))
+      << last;
+}
+
+TEST_F(HostileShapes, GroupsAndTheMeshFitThePlan) {
+  EXPECT_TRUE(succeeded(checkGroupSize(loc(), "tp", kMaxWorldSize)));
+  EXPECT_TRUE(failed(checkGroupSize(loc(), "tp", (int64_t(1) << 32) + 2)));
+  EXPECT_EQ(last, "device_group @tp: size must be in [1, 1048576], got "
+                  "4294967298");
+  EXPECT_TRUE(failed(checkGroupSize(loc(), "tp", 0)));
+  EXPECT_TRUE(succeeded(checkMesh(loc(), {"tp", "dp"}, {1024, 1024})));
+  EXPECT_TRUE(failed(checkMesh(loc(), {"tp", "dp"}, {1024, 2048})));
+  EXPECT_EQ(last, "device_group @dp: the mesh of device groups @tp x @dp = "
+                  "1024 x 2048 = 2097152 ranks exceeds the maximum world "
+                  "size 1048576");
+  EXPECT_TRUE(failed(
+      checkMesh(loc(), {"a", "b"}, {int64_t(1) << 62, int64_t(1) << 62})));
+  EXPECT_TRUE(says("more than int64 can count ranks")) << last;
+}
+
+//===----------------------------------------------------------------------===//
+// Step statistics and the cost model
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Each matmul is 2 x 2^40 x 2^20 = 2^61 FLOPs: four of them are 2^63.
+constexpr const char *kFlopModule = R"mlir(
+func.func @big(%a: tensor<1048576x1048576xbf16>) {
+  %0 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  %1 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  %2 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  return
+}
+func.func @bigger(%a: tensor<1048576x1048576xbf16>) {
+  %0 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  %1 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  %2 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  %3 = braid.matmul %a, %a : (tensor<1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1048576x1048576xbf16>
+  return
+}
+func.func @attention(%q: tensor<2x7x4x8xf32>, %kv: tensor<2x7x2x8xf32>, %long: tensor<1x2147483648x1x1xf32>) {
+  %0 = braid.attention %q, %kv, %kv {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64} : (tensor<2x7x4x8xf32>, tensor<2x7x2x8xf32>, tensor<2x7x2x8xf32>) -> tensor<2x7x4x8xf32>
+  %1 = braid.attention %q, %kv, %kv {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64} : (tensor<2x7x4x8xf32>, tensor<2x7x2x8xf32>, tensor<2x7x2x8xf32>) -> tensor<2x7x4x8xf32>
+  %2 = braid.attention %long, %long, %long {num_heads = 1 : i64, num_kv_heads = 1 : i64, head_dim = 1 : i64} : (tensor<1x2147483648x1x1xf32>, tensor<1x2147483648x1x1xf32>, tensor<1x2147483648x1x1xf32>) -> tensor<1x2147483648x1x1xf32>
+  return
+}
+)mlir";
+
+class HostileStats : public ::testing::Test {
+protected:
+  void SetUp() override {
+    DialectRegistry registry;
+    ::braid::registerAllDialects(registry);
+    ctx.appendDialectRegistry(registry);
+    module = parseSourceString<ModuleOp>(kFlopModule, &ctx);
+    ASSERT_TRUE(module);
+  }
+  func::FuncOp function(StringRef name) {
+    return module->lookupSymbol<func::FuncOp>(name);
+  }
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+};
+} // namespace
+
+TEST_F(HostileStats, FlopTotalsPastInt64AreAnError) {
+  auto fits = computeStepStats(function("big"));
+  ASSERT_TRUE(bool(fits)) << llvm::toString(fits.takeError());
+  EXPECT_EQ(fits->matmulFlops, 3 * (int64_t(1) << 61));
+  EXPECT_EQ(fits->totalFlops(), 3 * (int64_t(1) << 61));
+
+  // Four wrapped to INT64_MIN: printed as a negative number before.
+  auto wraps = computeStepStats(function("bigger"));
+  ASSERT_FALSE(bool(wraps));
+  EXPECT_EQ(llvm::toString(wraps.takeError()),
+            "@bigger: the matmul FLOPs of one step exceed int64 "
+            "(9223372036854775807); the statistics would be wrong");
+}
+
+TEST_F(HostileStats, AttentionFlopsInClosedForm) {
+  SmallVector<AttentionOp> ops;
+  function("attention").walk([&](AttentionOp a) { ops.push_back(a); });
+  ASSERT_EQ(ops.size(), 3u);
+  // The former loop: keys = sum over 7 queries of (i + 1) or 7.
+  int64_t causalKeys = 0, fullKeys = 0;
+  for (int64_t i = 0; i < 7; ++i) {
+    causalKeys += i + 1;
+    fullKeys += 7;
+  }
+  EXPECT_EQ(attentionFlopCount(ops[0]), 4 * 2 * 4 * 8 * causalKeys);
+  EXPECT_EQ(attentionFlopCount(ops[1]), 4 * 2 * 4 * 8 * fullKeys);
+  EXPECT_EQ(attentionFlops(ops[0]), double(4 * 2 * 4 * 8 * causalKeys));
+  // 2^31 queries over 2^31 keys: 2^62 keys x 4 overflow (and the loop that
+  // ran once per query is gone).
+  EXPECT_EQ(attentionFlopCount(ops[2]), std::nullopt);
+  EXPECT_DOUBLE_EQ(attentionFlops(ops[2]), std::ldexp(1.0, 64));
+}
+
+TEST(HostileTarget, NestingAndWorldSizeAreBounded) {
+  std::string deep =
+      "{\"name\": " + std::string(40000, '[') + std::string(40000, ']') + "}";
+  auto t = ::braid::cost::parseTarget(deep, "deep.json");
+  ASSERT_FALSE(bool(t));
+  EXPECT_EQ(llvm::toString(t.takeError()),
+            "deep.json:1:73: JSON nests arrays and objects deeper than 64 "
+            "levels");
+  auto preset = ::braid::cost::resolveTarget("h100-sxm-x8");
+  ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
+}
+
+//===----------------------------------------------------------------------===//
+// JSON nesting and config bounds
+//===----------------------------------------------------------------------===//
+
+TEST(JsonNesting, CountsBracketsOutsideStrings) {
+  EXPECT_FALSE(bool(::braid::checkJsonNesting("[[[]]]", "x", 3)));
+  llvm::Error e = ::braid::checkJsonNesting("[\n [[[]]]]", "x", 3);
+  ASSERT_TRUE(bool(e));
+  EXPECT_EQ(llvm::toString(std::move(e)),
+            "x:2:4: JSON nests arrays and objects deeper than 3 levels");
+  // Brackets in strings, escaped quotes included, are text.
+  EXPECT_FALSE(bool(
+      ::braid::checkJsonNesting(R"({"a": "[[[[\"{{{{", "b": [1]})", "x", 2)));
+  // Unbalanced closers never go below zero (the parser reports them).
+  EXPECT_FALSE(bool(::braid::checkJsonNesting("]]]]][[", "x", 2)));
+}
+
+TEST(HostileConfig, SizesHaveStatedBounds) {
+  auto parse = [](std::string fields) {
+    return ::braid::parseModelConfig(
+        R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+            "num_attention_heads": 8, "num_key_value_heads": 4,
+            "vocab_size": 256, "max_position_embeddings": 128,
+            "rms_norm_eps": 1e-5, )" +
+            fields + "}",
+        "c.json");
+  };
+  auto ok = parse(R"("num_hidden_layers": 1024)");
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+  auto layers = parse(R"("num_hidden_layers": 1000000000000)");
+  ASSERT_FALSE(bool(layers));
+  EXPECT_EQ(llvm::toString(layers.takeError()),
+            "c.json: field 'num_hidden_layers' is 1000000000000; Braid "
+            "imports at most 1024 (see docs/frontend.md)");
+  std::string deep =
+      "{\"x\": " + std::string(40000, '[') + std::string(40000, ']') + "}";
+  auto nested = ::braid::parseModelConfig(deep, "c.json");
+  ASSERT_FALSE(bool(nested));
+  EXPECT_EQ(llvm::toString(nested.takeError()),
+            "c.json:1:70: JSON nests arrays and objects deeper than 64 levels");
+}
+
+TEST(HostileConfig, ImportOptionsAndProductsAreBounded) {
+  auto config = ::braid::parseModelConfig(
+      R"({"model_type": "llama", "hidden_size": 131072,
+          "intermediate_size": 128, "num_hidden_layers": 1,
+          "num_attention_heads": 16, "num_key_value_heads": 16,
+          "vocab_size": 256, "max_position_embeddings": 128,
+          "rms_norm_eps": 1e-5})",
+      "c.json");
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  MLIRContext ctx;
+  ::braid::ImportOptions o;
+  o.seq = 16;
+  o.batch = std::numeric_limits<int64_t>::max();
+  auto batch = ::braid::importModel(ctx, *config, o);
+  ASSERT_FALSE(bool(batch));
+  EXPECT_EQ(llvm::toString(batch.takeError()),
+            "--batch 9223372036854775807 exceeds 1048576 sequences (see "
+            "docs/frontend.md)");
+  o.batch = 1 << 20;
+  auto product = ::braid::importModel(ctx, *config, o);
+  ASSERT_FALSE(bool(product));
+  EXPECT_EQ(llvm::toString(product.takeError()),
+            "the hidden states [--batch 1048576 x --seq 16 x hidden_size "
+            "131072] has 2199023255552 elements; a braid tensor holds at most "
+            "1099511627776 (2^40): lower one of these sizes");
+  o.batch = 2;
+  auto fine = ::braid::importModel(ctx, *config, o);
+  ASSERT_TRUE(bool(fine)) << llvm::toString(fine.takeError());
+}
