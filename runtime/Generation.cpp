@@ -1,9 +1,12 @@
 //===- Generation.cpp - Prefill + greedy decode over a plan ---------------===//
 #include "runtime/Generation.h"
+#include "runtime/CheckedMath.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 using namespace braid::rt;
 namespace plan = braid::plan;
@@ -60,12 +63,27 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
       return errorf("function '", name, "': logits ", formatShape(logitShape),
                     " must be floating point [batch, ..., vocab] with batch ",
                     idShape[0]);
+    // Generation divides by batch and vocab and reads the last logits row
+    // of every sequence: none of them may be empty.
+    Shape positions(logitShape.begin() + 1, logitShape.end() - 1);
+    std::optional<int64_t> logitTokens = braid::checkedProduct(positions);
+    if (idShape[0] < 1 || idShape[1] < 1 || logitShape.back() < 1 ||
+        !logitTokens || *logitTokens < 1)
+      return errorf("function '", name, "': input_ids ", formatShape(idShape),
+                    " and logits ", formatShape(logitShape),
+                    " leave nothing to generate from: batch, tokens, vocab "
+                    "and the logit positions must all be >= 1");
     if (std::string_view(name) == "prefill") {
       shape.batch = idShape[0];
       shape.promptLength = idShape[1];
       shape.vocab = logitShape.back();
       shape.idsType = ids->dtype();
       shape.positionsType = pos->dtype();
+      // Every id in [0, vocab) must survive the trip through input_ids.
+      if (ids->dtype() == plan::DType::I32 &&
+          shape.vocab - 1 > std::numeric_limits<int32_t>::max())
+        return errorf("function 'prefill': vocab ", shape.vocab,
+                      " has ids that do not fit its i32 input_ids");
     } else if (idShape != Shape{shape.batch, 1} ||
                logitShape.back() != shape.vocab) {
       return errorf("decode takes ", formatShape(idShape), " ids and returns ",
@@ -80,6 +98,8 @@ std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
                                                 uint64_t seed) {
   // SplitMix64: well-mixed, and identical on every platform.
   uint64_t state = seed ^ 0x5851f42d4c957f2dull;
+  if (shape.batch < 1 || shape.promptLength < 1 || shape.vocab < 1)
+    return {}; // generate() names what is wrong with such a shape
   std::vector<int64_t> ids(size_t(shape.batch * shape.promptLength));
   for (int64_t &id : ids) {
     uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -106,10 +126,44 @@ StepInputs braid::rt::stepInputs(const GenerationShape &shape,
   return inputs;
 }
 
+/// How many of `logits` ([B, positions, V], row-major) are not finite and
+/// where the first is; "" when all are finite.
+static std::string describeNonFinite(const std::vector<float> &logits,
+                                     int64_t positions, int64_t vocab) {
+  int64_t count = 0, first = -1;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i])) {
+      if (first < 0)
+        first = int64_t(i);
+      ++count;
+    }
+  if (first < 0)
+    return "";
+  int64_t perSequence = positions * vocab;
+  std::ostringstream os;
+  os << count << " of " << logits.size()
+     << " logits are not finite, the first (" << logits[size_t(first)]
+     << ") at batch " << first / perSequence << ", position "
+     << first % perSequence / vocab << ", vocab id " << first % vocab;
+  return os.str();
+}
+
 Expected<std::vector<StepRecord>>
 braid::rt::generate(const GenerationShape &shape,
                     const GenerationOptions &options, const StepFn &step) {
   const int64_t b = shape.batch, s = shape.promptLength;
+  // generationShape refuses these; a hand-made shape must not divide by 0.
+  if (b < 1 || s < 1 || shape.vocab < 1)
+    return errorf("generation needs batch, prompt length and vocab >= 1, got ",
+                  b, ", ", s, " and ", shape.vocab);
+  if (options.decodeSteps < 0)
+    return errorf("decode steps must be >= 0, got ", options.decodeSteps);
+  // The last position fed (s + decodeSteps - 1) must fit the positions.
+  if (shape.positionsType == plan::DType::I32 &&
+      s - 1 + int64_t(options.decodeSteps) >
+          std::numeric_limits<int32_t>::max())
+    return errorf(options.decodeSteps, " decode steps after a prompt of ", s,
+                  " reach positions that do not fit the plan's i32 positions");
   if (int64_t(options.prompt.size()) != b * s)
     return errorf("the prompt has ", options.prompt.size(),
                   " tokens; the plan's prefill takes ", b, " x ", s, " = ",
@@ -118,6 +172,15 @@ braid::rt::generate(const GenerationShape &shape,
     if (id < 0 || id >= shape.vocab)
       return errorf("prompt token ", id, " is outside the vocabulary [0, ",
                     shape.vocab, ")");
+  for (const std::vector<int64_t> &forced : options.forcedTokens) {
+    if (int64_t(forced.size()) != b)
+      return errorf("forced tokens hold ", forced.size(),
+                    " ids for a decode step, the batch is ", b);
+    for (int64_t id : forced)
+      if (id < 0 || id >= shape.vocab)
+        return errorf("forced token ", id, " is outside the vocabulary [0, ",
+                      shape.vocab, ")");
+  }
   if (!options.forcedTokens.empty() &&
       int(options.forcedTokens.size()) < options.decodeSteps)
     return errorf("forced tokens cover ", options.forcedTokens.size(),
@@ -146,7 +209,27 @@ braid::rt::generate(const GenerationShape &shape,
     if (logits == outputs->end())
       return errorf(r.function, " step ", i, " returned no logits");
     std::vector<float> all = logits->second.toFloats();
-    int64_t positionsOut = int64_t(all.size()) / (b * shape.vocab);
+    int64_t rowElems = b * shape.vocab; // <= the plan's logits elements
+    if (all.empty() || int64_t(all.size()) % rowElems)
+      return errorf(r.function, " step ", i, " returned ", all.size(),
+                    " logits, not a whole number of [", b, ", ", shape.vocab,
+                    "] rows");
+    int64_t positionsOut = int64_t(all.size()) / rowElems;
+    if (!options.allowNonFinite) {
+      std::string bad = describeNonFinite(all, positionsOut, shape.vocab);
+      if (!bad.empty()) {
+        std::string why;
+        if (options.explainNonFinite) {
+          std::vector<StepRecord> done = records;
+          done.push_back(r);
+          why = options.explainNonFinite(done);
+        }
+        return errorf(r.function, " step ", i, ": ", bad,
+                      why.empty()
+                          ? std::string(" (--allow-non-finite accepts them)")
+                          : "; " + why);
+      }
+    }
     r.logits.resize(size_t(b * shape.vocab));
     for (int64_t bi = 0; bi < b; ++bi) {
       const float *row =

@@ -33,7 +33,9 @@ struct GenerationShape {
 };
 
 /// Checks the plan has `prefill` and `decode` with `input_ids`/`positions`
-/// inputs ([B, S] and [B, 1]) and a `logits` output ([B, *, V]).
+/// inputs ([B, S] and [B, 1]) and a `logits` output ([B, *, V]), none of
+/// B, S, V and the logit positions 0, and ids in [0, V) that fit
+/// input_ids' dtype.
 Expected<GenerationShape> generationShape(const plan::Plan &plan);
 
 /// Deterministic prompt: B x S ids in [0, vocab) from `seed`.
@@ -65,6 +67,16 @@ struct GenerationOptions {
   /// When set, decode step i feeds forcedTokens[i] (B ids) instead of the
   /// argmax of the previous step.
   std::vector<std::vector<int64_t>> forcedTokens;
+  /// A step whose logits hold a NaN or an infinity fails (naming the step
+  /// and the first such logit) unless this is set: a greedy argmax over
+  /// NaN picks token 0 and the run would look fine.
+  bool allowNonFinite = false;
+  /// Optional: asked, on such a failure, why; gets the steps so far, the
+  /// failing one last (only its function and inputIds are set) and returns
+  /// text appended to the error (e.g. the first op whose output is not
+  /// finite, from a replay on the CPU interpreter), or "".
+  std::function<std::string(const std::vector<StepRecord> &steps)>
+      explainNonFinite;
 };
 
 Expected<std::vector<StepRecord>> generate(const GenerationShape &shape,

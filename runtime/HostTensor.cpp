@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 using namespace braid::rt;
@@ -159,6 +160,34 @@ void braid::rt::loadAsFloat(DType dtype, const void *src, int64_t n,
   }
 }
 
+/// float -> integer without undefined behaviour: the C++ conversion is UB
+/// for NaN and for values outside the target's range. Truncates toward
+/// zero, saturates out-of-range values and maps NaN to 0; loaders refuse
+/// such values before they get here (firstNonIntegral).
+template <typename Int> static Int floatToInt(float v) {
+  // -2^(bits-1) and 2^(bits-1) are exact floats.
+  constexpr float kLow = float(std::numeric_limits<Int>::min());
+  constexpr float kHigh = -kLow;
+  if (std::isnan(v))
+    return 0;
+  if (v <= kLow)
+    return std::numeric_limits<Int>::min();
+  if (v >= kHigh)
+    return std::numeric_limits<Int>::max();
+  return Int(v);
+}
+
+int64_t braid::rt::firstNonIntegral(DType dtype, const float *values,
+                                    int64_t n) {
+  if (isFloatType(dtype))
+    return -1;
+  float high = std::ldexp(1.0f, int(dtypeSize(dtype) * 8 - 1));
+  for (int64_t i = 0; i < n; ++i)
+    if (!(values[i] >= -high && values[i] < high))
+      return i; // NaN fails both comparisons
+  return -1;
+}
+
 void braid::rt::storeFromFloat(DType dtype, const float *src, int64_t n,
                                void *dst) {
   if (n <= 0)
@@ -172,11 +201,9 @@ void braid::rt::storeFromFloat(DType dtype, const float *src, int64_t n,
   case DType::BF16:
     return mapElements<float, uint16_t>(src, n, dst, floatToBf16);
   case DType::I32:
-    return mapElements<float, int32_t>(src, n, dst,
-                                       [](float v) { return int32_t(v); });
+    return mapElements<float, int32_t>(src, n, dst, floatToInt<int32_t>);
   case DType::I64:
-    return mapElements<float, int64_t>(src, n, dst,
-                                       [](float v) { return int64_t(v); });
+    return mapElements<float, int64_t>(src, n, dst, floatToInt<int64_t>);
   }
 }
 
@@ -194,7 +221,7 @@ void braid::rt::loadAsInt(DType dtype, const void *src, int64_t n,
   std::vector<float> tmp(static_cast<size_t>(n));
   loadAsFloat(dtype, src, n, tmp.data());
   for (int64_t i = 0; i < n; ++i)
-    dst[i] = int64_t(tmp[i]);
+    dst[i] = floatToInt<int64_t>(tmp[i]);
 }
 
 HostTensor::HostTensor(DType dtype, Shape shape)

@@ -30,8 +30,13 @@ uint16_t floatToF16(float value);
 
 /// Reads `n` elements of `dtype` at `src` as fp32 (integers are converted).
 void loadAsFloat(DType dtype, const void *src, int64_t n, float *dst);
-/// Writes fp32 values as `dtype` (integers are rounded toward zero).
+/// Writes fp32 values as `dtype` (integers are rounded toward zero; NaN
+/// stores 0 and values outside the integer's range saturate, never UB).
 void storeFromFloat(DType dtype, const float *src, int64_t n, void *dst);
+/// The index of the first of `n` values that integer type `dtype` cannot
+/// hold (NaN, an infinity, out of range), or -1 (always -1 for float
+/// types). Loaders check values with it before they store them as ints.
+int64_t firstNonIntegral(DType dtype, const float *values, int64_t n);
 /// Reads `n` integer elements (i32/i64) as int64; float types are truncated.
 void loadAsInt(DType dtype, const void *src, int64_t n, int64_t *dst);
 

@@ -1,16 +1,24 @@
 //===- Interpreter.cpp - CPU reference interpreter ------------------------===//
 #include "runtime/Interpreter.h"
+#include "runtime/CheckedMath.h"
+#include "runtime/Threads.h"
 #include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
@@ -112,6 +120,15 @@ private:
   }
 
   Status compute(const plan::Op &op);
+  /// RunOptions::checkFinite: `written` are the tensors op `source`'s
+  /// execution just wrote (its results, or an async payload).
+  Status checkFinite(const std::vector<int> &written, const plan::Op &source);
+  /// The tensors op `op` wrote when it ran in plan order (a wait writes its
+  /// start's payload); `source` becomes the op whose operands they came
+  /// from.
+  std::vector<int> writtenBy(const plan::Op &op, const plan::Op *&source);
+  /// "tensor 5 (parameter 'w')" and the like, for messages.
+  std::string describeTensor(int t) const;
   /// Runs collective `op` (sync opcode or async start). `input`, when
   /// given, replaces the operand's current bytes.
   Expected<ByteTensor> collective(const plan::Op &op,
@@ -163,8 +180,87 @@ Status OpRunner::runOps() {
     auto opStart = std::chrono::steady_clock::now();
     Status st = compute(op);
     recordTime(oi, stepStart, opStart);
+    if (st && in_.options_.checkFinite) {
+      const plan::Op *source = &op;
+      std::vector<int> written = writtenBy(op, source);
+      st = checkFinite(written, *source);
+    }
     if (!st)
       return opError(oi, st);
+  }
+  return Status::ok();
+}
+
+std::vector<int> OpRunner::writtenBy(const plan::Op &op,
+                                     const plan::Op *&source) {
+  if (op.opcode() == OpCode::Wait) {
+    const Pending &p = pending_[size_t(op.handle())];
+    if (p.payload < 0 || !p.start)
+      return {};
+    source = p.start;
+    return {p.payload};
+  }
+  if (isAsyncStartOpcode(op.opcode()) || !op.results())
+    return {}; // the payload is written at the wait
+  return std::vector<int>(op.results()->begin(), op.results()->end());
+}
+
+std::string OpRunner::describeTensor(int t) const {
+  const plan::Tensor &x = tensor(t);
+  std::string s = "tensor " + std::to_string(t);
+  switch (x.kind()) {
+  case TensorKind::Parameter:
+    return s + " (parameter '" +
+           plan_.parameters()->Get(unsigned(x.ref()))->name()->str() + "')";
+  case TensorKind::State:
+    return s + " (state slot '" +
+           plan_.state()->Get(unsigned(x.ref()))->name()->str() + "')";
+  case TensorKind::Input:
+    return s + " (input '" +
+           f_.inputs()->Get(unsigned(x.ref()))->name()->str() + "')";
+  default:
+    return s;
+  }
+}
+
+Status OpRunner::checkFinite(const std::vector<int> &written,
+                             const plan::Op &source) {
+  // The first non-finite element of float tensor t, or -1.
+  auto firstBad = [&](int t, float &value) -> int64_t {
+    if (!isFloatType(tensor(t).dtype()))
+      return -1;
+    FTensor x = loadF(t);
+    for (size_t i = 0; i < x.data.size(); ++i)
+      if (!std::isfinite(x.data[i])) {
+        value = x.data[i];
+        return int64_t(i);
+      }
+    return -1;
+  };
+  for (int t : written) {
+    float value = 0;
+    int64_t at = firstBad(t, value);
+    if (at < 0)
+      continue;
+    std::ostringstream os;
+    os << "result " << describeTensor(t) << " " << formatShape(shapeOf(t))
+       << " x " << dtypeName(tensor(t).dtype()) << " holds " << value
+       << " at element " << at << " (the first op whose output is not "
+       << "finite)";
+    std::string cause = "; every operand is finite, so this op produced it";
+    if (source.operands())
+      for (int u : *source.operands()) {
+        float bad = 0;
+        int64_t where = firstBad(u, bad);
+        if (where >= 0) {
+          std::ostringstream c;
+          c << "; operand " << describeTensor(u) << " already holds " << bad
+            << " at element " << where;
+          cause = c.str();
+          break;
+        }
+      }
+    return errorf(os.str(), cause);
   }
   return Status::ok();
 }
@@ -277,6 +373,7 @@ Status OpRunner::compute(const plan::Op &op) {
     if (p) {
       // Readable only after the wait: hold the payload until then.
       p->payload = result(0);
+      p->start = &op;
       p->data = y.take();
       return Status::ok();
     }
@@ -586,6 +683,10 @@ Status OpRunner::Strict::execute(int oi) {
   if (isCollectiveOpcode(o.opcode()))
     BRAID_RETURN_IF_ERROR(runEarlier(o, -1));
   BRAID_RETURN_IF_ERROR(r_.compute(o));
+  // Checked before the bookkeeping below may poison a dead result.
+  if (r_.in_.options_.checkFinite && o.results())
+    BRAID_RETURN_IF_ERROR(r_.checkFinite(
+        std::vector<int>(o.results()->begin(), o.results()->end()), o));
   // Results first: an operand that dies here may share their bytes.
   if (o.results())
     for (int t : *o.results())
@@ -672,6 +773,8 @@ Status OpRunner::Strict::runAsync(int h) {
   if (o.results() && o.results()->size() > 0) {
     int payload = o.results()->Get(0);
     BRAID_RETURN_IF_ERROR(r_.storeB(payload, *y));
+    if (r_.in_.options_.checkFinite)
+      BRAID_RETURN_IF_ERROR(r_.checkFinite({payload}, o));
     written(payload);
   }
   if (o.operands())
@@ -859,13 +962,131 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
   return outputs;
 }
 
+Expected<RankBytes> braid::rt::hostBytesPerRank(const plan::Plan &p) {
+  // Each size is bounded by the loader; their sums are checked all the
+  // same (a plan may list millions of parameters).
+  auto bytesOf = [](auto shape, DType dtype) -> std::optional<int64_t> {
+    Shape s = shape ? Shape(shape->begin(), shape->end()) : Shape{};
+    std::optional<int64_t> n = braid::checkedProduct(s);
+    return n ? braid::checkedMul(*n, int64_t(dtypeSize(dtype))) : n;
+  };
+  RankBytes r;
+  std::vector<int64_t> params, state, arenas;
+  if (p.parameters())
+    for (const plan::Parameter *param : *p.parameters()) {
+      auto b = bytesOf(param->local_shape(), param->dtype());
+      if (!b)
+        return errorf("parameter '", param->name()->str(),
+                      "' has more bytes than int64 holds");
+      params.push_back(*b);
+    }
+  if (p.state())
+    for (const plan::StateSlot *slot : *p.state()) {
+      auto b = bytesOf(slot->shape(), slot->dtype());
+      if (!b)
+        return errorf("state slot '", slot->name()->str(),
+                      "' has more bytes than int64 holds");
+      state.push_back(*b);
+    }
+  if (p.functions())
+    for (const plan::Function *f : *p.functions())
+      arenas.push_back(f->arena_size());
+  auto sp = braid::checkedSum(params), ss = braid::checkedSum(state),
+       sa = braid::checkedSum(arenas);
+  std::optional<int64_t> total =
+      sp && ss && sa
+          ? braid::checkedSum(std::initializer_list<int64_t>{*sp, *ss, *sa})
+          : std::nullopt;
+  if (!total)
+    return errorf("one rank's parameters, state and arenas add up to more "
+                  "bytes than int64 holds");
+  r.parameters = *sp;
+  r.state = *ss;
+  r.arenas = *sa;
+  r.total = *total;
+  return r;
+}
+
+MemoryLimit braid::rt::hostMemoryLimit() {
+  MemoryLimit m;
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && pageSize > 0) {
+    std::optional<int64_t> phys =
+        braid::checkedMul(int64_t(pages), int64_t(pageSize));
+    m.bytes = phys ? *phys : std::numeric_limits<int64_t>::max();
+    m.source = "physical memory";
+  }
+  auto consider = [&](uint64_t bytes, const char *source) {
+    if (bytes == 0 || bytes >= uint64_t(std::numeric_limits<int64_t>::max()))
+      return;
+    if (m.bytes == 0 || int64_t(bytes) < m.bytes) {
+      m.bytes = int64_t(bytes);
+      m.source = source;
+    }
+  };
+  for (auto [resource, name] :
+       {std::pair<int, const char *>{RLIMIT_AS, "ulimit -v (RLIMIT_AS)"},
+        {RLIMIT_DATA, "ulimit -d (RLIMIT_DATA)"}}) {
+    struct rlimit lim;
+    if (::getrlimit(resource, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+      consider(uint64_t(lim.rlim_cur), name);
+  }
+  // A container's memory limit (cgroup v2, then v1): "max" or a number.
+  for (const char *path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    uint64_t bytes = 0;
+    if (in >> bytes)
+      consider(bytes, "the cgroup memory limit");
+  }
+  if (m.bytes == 0) {
+    m.bytes = std::numeric_limits<int64_t>::max();
+    m.source = "no known limit";
+  }
+  return m;
+}
+
+Status braid::rt::checkHostResources(const plan::Plan &plan,
+                                     const RunnerOptions &options) {
+  int world = plan.world_size();
+  if (world > options.maxRanks)
+    return errorf("the plan has world_size ", world,
+                  "; the CPU interpreter runs every rank as a thread of "
+                  "this process, at most ",
+                  options.maxRanks, " (is world_size corrupted?)");
+  auto perRank = hostBytesPerRank(plan);
+  if (!perRank)
+    return perRank.status();
+  MemoryLimit limit = hostMemoryLimit();
+  if (options.memoryLimitBytes > 0)
+    limit = {options.memoryLimitBytes, "the configured limit"};
+  std::optional<int64_t> total = braid::checkedMul(perRank->total, world);
+  if (!total || *total > limit.bytes)
+    return errorf(
+        "the plan needs ", perRank->total, " bytes per rank (parameters ",
+        perRank->parameters, ", state ", perRank->state, ", arenas ",
+        perRank->arenas, ") x ", world, " ranks = ",
+        total ? std::to_string(*total) : std::string("more than int64 holds"),
+        " bytes of host memory, more than the ", limit.bytes, " bytes of ",
+        limit.source);
+  return Status::ok();
+}
+
 Expected<std::unique_ptr<ThreadedRunner>>
 ThreadedRunner::create(LoadedPlan plan, uint64_t seed) {
+  RunnerOptions options;
+  options.seed = seed;
+  return create(std::move(plan), options);
+}
+
+Expected<std::unique_ptr<ThreadedRunner>>
+ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
+  BRAID_RETURN_IF_ERROR(checkHostResources(plan.root(), options));
   std::unique_ptr<ThreadedRunner> r(new ThreadedRunner());
   int world = plan.root().world_size();
-  r->comm_ = std::make_unique<Communicator>(world);
+  r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
-    auto in = Interpreter::create(plan, i, *r->comm_, seed);
+    auto in = Interpreter::create(plan, i, *r->comm_, options.seed);
     if (!in)
       return in.status();
     r->ranks_.push_back(in.take());
@@ -895,16 +1116,15 @@ ThreadedRunner::runPerRank(const std::vector<std::string> &functions,
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks, world is ", world);
   std::vector<std::optional<Expected<TensorMap>>> results(world);
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      results[r] =
-          ranks_[r]->run(functions[r], inputs[inputs.size() == 1 ? 0 : r]);
-      if (!results[r]->hasValue())
-        comm_->abort(); // release ranks blocked in collectives
-    });
-  for (std::thread &t : threads)
-    t.join();
+  BRAID_RETURN_IF_ERROR(runOnThreads(
+      world,
+      [&](size_t r) {
+        results[r] =
+            ranks_[r]->run(functions[r], inputs[inputs.size() == 1 ? 0 : r]);
+        if (!results[r]->hasValue())
+          comm_->abort(); // release ranks blocked in collectives
+      },
+      "the rank threads"));
   std::vector<TensorMap> out;
   // Report the root cause, not the aborts it triggered elsewhere.
   for (size_t r = 0; r < world; ++r)

@@ -28,6 +28,7 @@
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
@@ -47,7 +48,51 @@ struct RunOptions {
   /// generator lives across run() calls: successive steps use different
   /// orders, and the same sequence of calls repeats them exactly.
   uint64_t strictSeed = 1;
+  /// After every op, the floating-point values it wrote must be finite:
+  /// the first op that writes a NaN or an infinity fails the step, naming
+  /// the op, the value and the first non-finite operand (a parameter, an
+  /// input, a state slot) if any, else saying the op itself produced it.
+  bool checkFinite = false;
 };
+
+/// At most this many ranks run as threads of one CPU interpreter process.
+constexpr int kMaxCpuRanks = 1024;
+
+/// How a ThreadedRunner is built.
+struct RunnerOptions {
+  /// Seed of the generated weights.
+  uint64_t seed = 0;
+  /// How long a rank waits in one collective for the others before the
+  /// step fails (a mismatched or hung schedule).
+  std::chrono::milliseconds collectiveTimeout = std::chrono::seconds(60);
+  /// Host memory all ranks together may take for parameters, state and
+  /// arenas; 0: the least of physical memory, the cgroup limit and this
+  /// process's RLIMIT_AS / RLIMIT_DATA (hostMemoryLimit()).
+  int64_t memoryLimitBytes = 0;
+  /// Ranks (threads) one runner may run.
+  int maxRanks = kMaxCpuRanks;
+};
+
+/// Bytes one rank of the CPU interpreter holds for `plan`: its parameter
+/// slices, the state slots and every function's arena (a lower bound: the
+/// kernels' temporaries come on top). Errors when the sum overflows.
+struct RankBytes {
+  int64_t parameters = 0, state = 0, arenas = 0, total = 0;
+};
+Expected<RankBytes> hostBytesPerRank(const plan::Plan &plan);
+
+/// The host memory this process may use: the least of physical memory, the
+/// cgroup memory limit and RLIMIT_AS / RLIMIT_DATA. `source` names which.
+struct MemoryLimit {
+  int64_t bytes = 0;
+  std::string source;
+};
+MemoryLimit hostMemoryLimit();
+
+/// Refuses, before anything is allocated, a plan whose world size exceeds
+/// `options.maxRanks` or whose ranks together need more host memory than
+/// the limit (hostBytesPerRank x world_size, checked).
+Status checkHostResources(const plan::Plan &plan, const RunnerOptions &options);
 
 class Interpreter {
 public:
@@ -106,6 +151,10 @@ class ThreadedRunner {
 public:
   static Expected<std::unique_ptr<ThreadedRunner>> create(LoadedPlan plan,
                                                           uint64_t seed = 0);
+  /// checkHostResources first: nothing is allocated for a plan that cannot
+  /// fit.
+  static Expected<std::unique_ptr<ThreadedRunner>>
+  create(LoadedPlan plan, const RunnerOptions &options);
   /// One step on every rank. `inputs` holds one map per rank, or a single
   /// map given to every rank. Returns each rank's outputs; the first rank
   /// error (which aborts the others' collectives) is the result.

@@ -1,18 +1,27 @@
 //===- PlanLoader.cpp - Load and verify a FlatBuffers plan ----------------===//
 #include "runtime/PlanLoader.h"
+#include "runtime/CheckedMath.h"
 #include "runtime/HostTensor.h"
 #include "runtime/ScheduleCheck.h"
 
+#include <cerrno>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace braid::rt;
 using braid::plan::OpCode;
 using braid::plan::TensorKind;
+using braid::checkedAdd;
+using braid::checkedMul;
+using braid::checkedProduct;
+using braid::checkedSum;
 
 int LoadedPlan::functionIndex(std::string_view name) const {
   if (!root_->functions())
@@ -123,15 +132,11 @@ int64_t braid::rt::embeddingVocabStart(const plan::Plan &plan,
 /// later size arithmetic (bytes, offsets, slices) far from overflow.
 static bool shapeWithinLimits(const Shape &shape) {
   constexpr int64_t kLimit = int64_t(1) << 40;
-  int64_t elems = 1;
-  for (int64_t d : shape) {
+  for (int64_t d : shape)
     if (d < 0 || d > kLimit)
       return false;
-    if (d && elems > kLimit / d)
-      return false;
-    elems *= d;
-  }
-  return true;
+  std::optional<int64_t> elems = braid::checkedProduct(shape);
+  return elems && *elems <= kLimit;
 }
 
 namespace {
@@ -400,22 +405,65 @@ private:
       if (out(0) != in(0))
         return mismatch(out(0), in(0));
       break;
-    case OpCode::Reshape:
-      if (numElements(out(0)) != numElements(in(0)))
+    case OpCode::Reshape: {
+      // Tensor shapes are bounded (shapeWithinLimits), but the element
+      // counts are compared checked all the same: a wrapped product must
+      // never make two shapes look alike.
+      std::optional<int64_t> a = checkedProduct(in(0)),
+                             b = checkedProduct(out(0));
+      if (!a || !b || *a != *b)
         return errorf(where, "reshape ", formatShape(in(0)), " -> ",
                       formatShape(out(0)), " changes the element count");
       break;
+    }
     case OpCode::Slice: {
       Shape sizes(op.sizes()->begin(), op.sizes()->end());
       Shape x = in(0);
-      for (size_t d = 0; d < x.size(); ++d)
-        if (op.offsets()->Get(unsigned(d)) < 0 || sizes[d] < 0 ||
-            op.offsets()->Get(unsigned(d)) + sizes[d] > x[d])
-          return errorf(where, "dim ", d, " slice [",
-                        op.offsets()->Get(unsigned(d)), ", +", sizes[d],
+      for (size_t d = 0; d < x.size(); ++d) {
+        int64_t offset = op.offsets()->Get(unsigned(d));
+        // offset + size may not fit int64 (both come from the file).
+        std::optional<int64_t> end = checkedAdd(offset, sizes[d]);
+        if (offset < 0 || sizes[d] < 0 || !end || *end > x[d])
+          return errorf(where, "dim ", d, " slice [", offset, ", +", sizes[d],
                         ") exceeds size ", x[d]);
+      }
       if (out(0) != sizes)
         return mismatch(out(0), sizes);
+      break;
+    }
+    case OpCode::Concat: {
+      // The runtimes size the result from these rules, so they hold before
+      // anything runs (the kernels check them again).
+      Shape first = in(0);
+      int64_t d = op.dim();
+      if (d < 0 || d >= int64_t(first.size()))
+        return errorf(where, "dim ", d, " out of range for ",
+                      formatShape(first));
+      std::vector<int64_t> along;
+      for (unsigned i = 0; i < op.operands()->size(); ++i) {
+        Shape x = in(i);
+        Shape a = x, b = first;
+        if (a.size() == b.size())
+          a[size_t(d)] = b[size_t(d)] = 0;
+        if (a != b)
+          return errorf(where, "operand ", i, " ", formatShape(x),
+                        " differs from operand 0 ", formatShape(first),
+                        " outside dim ", d);
+        if (dt(op.operands()->Get(i)) != dt(op.operands()->Get(0)))
+          return errorf(where, "operand ", i, " is ",
+                        dtypeName(dt(op.operands()->Get(i))),
+                        " but operand 0 is ",
+                        dtypeName(dt(op.operands()->Get(0))));
+        along.push_back(x[size_t(d)]);
+      }
+      std::optional<int64_t> total = checkedSum(along);
+      if (!total)
+        return errorf(where, "the operands' sizes along dim ", d,
+                      " add up to more than int64 holds");
+      Shape expect = first;
+      expect[size_t(d)] = *total;
+      if (out(0) != expect)
+        return mismatch(out(0), expect);
       break;
     }
     case OpCode::AllGather:
@@ -425,7 +473,11 @@ private:
       if (d < 0 || d >= int64_t(x.size()))
         return errorf(where, "dim ", d, " out of range for ", formatShape(x));
       if (code == OpCode::AllGather) {
-        x[size_t(d)] *= n;
+        std::optional<int64_t> gathered = checkedMul(x[size_t(d)], n);
+        if (!gathered)
+          return errorf(where, "dim ", d, " of size ", x[size_t(d)],
+                        " times group size ", n, " does not fit int64");
+        x[size_t(d)] = *gathered;
       } else {
         if (x[size_t(d)] % n)
           return errorf(where, "dim ", d, " of size ", x[size_t(d)],
@@ -444,7 +496,11 @@ private:
         return errorf(where, "split ", sd, " / concat ", cd, " invalid for ",
                       formatShape(x), " over ", n, " ranks");
       x[size_t(sd)] /= n;
-      x[size_t(cd)] *= n;
+      std::optional<int64_t> gathered = checkedMul(x[size_t(cd)], n);
+      if (!gathered)
+        return errorf(where, "concat dim ", cd, " of size ", x[size_t(cd)],
+                      " times group size ", n, " does not fit int64");
+      x[size_t(cd)] = *gathered;
       if (out(0) != x)
         return mismatch(out(0), x);
       break;
@@ -461,6 +517,85 @@ private:
       return errorf(where, "operand is ", dtypeName(dt(op.operands()->Get(0))),
                     " but result is ", dtypeName(dt(op.results()->Get(0))));
     return Status::ok();
+  }
+
+  // Operand and result dtypes, as the dialect types them: the kernels read
+  // ids and positions as integers and do float math on floats, so a float
+  // tensor feeding token ids (or an f16 operand of a bf16 GEMM) would run
+  // and compute garbage. Collectives and layout ops move bytes: their
+  // result has their operand's dtype (checked in checkShapes).
+  Status checkDTypes(const std::string &where, const braid::plan::Op &op) {
+    auto operand = [&](unsigned i) { return op.operands()->Get(i); };
+    auto result = [&](unsigned i) { return op.results()->Get(i); };
+    auto dt = [&](int t) { return tensor(t)->dtype(); };
+    auto needFloat = [&](const char *what, int t) -> Status {
+      if (!isFloatType(dt(t)))
+        return errorf(where, what, " (tensor ", t, ") is ", dtypeName(dt(t)),
+                      ", must be floating point (f32, f16 or bf16)");
+      return Status::ok();
+    };
+    auto needInt = [&](const char *what, int t) -> Status {
+      if (isFloatType(dt(t)))
+        return errorf(where, what, " (tensor ", t, ") is ", dtypeName(dt(t)),
+                      ", must be an integer type (i32 or i64)");
+      return Status::ok();
+    };
+    auto needSame = [&](const char *what, int t, const char *like,
+                        int u) -> Status {
+      if (dt(t) != dt(u))
+        return errorf(where, what, " (tensor ", t, ") is ", dtypeName(dt(t)),
+                      " but ", like, " (tensor ", u, ") is ", dtypeName(dt(u)));
+      return Status::ok();
+    };
+    switch (op.opcode()) {
+    case OpCode::Matmul:
+    case OpCode::Add:
+    case OpCode::Mul:
+      BRAID_RETURN_IF_ERROR(needFloat("operand 0", operand(0)));
+      BRAID_RETURN_IF_ERROR(
+          needSame("operand 1", operand(1), "operand 0", operand(0)));
+      return needSame("the result", result(0), "operand 0", operand(0));
+    case OpCode::RmsNorm:
+    case OpCode::LayerNorm:
+      BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));
+      BRAID_RETURN_IF_ERROR(
+          needSame("the weight", operand(1), "the input", operand(0)));
+      if (op.opcode() == OpCode::LayerNorm)
+        BRAID_RETURN_IF_ERROR(
+            needSame("the bias", operand(2), "the input", operand(0)));
+      return needSame("the result", result(0), "the input", operand(0));
+    case OpCode::Silu:
+    case OpCode::Gelu:
+    case OpCode::Softmax:
+      BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));
+      return needSame("the result", result(0), "the input", operand(0));
+    case OpCode::Rope:
+      BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));
+      BRAID_RETURN_IF_ERROR(needInt("positions", operand(1)));
+      return needSame("the result", result(0), "the input", operand(0));
+    case OpCode::Embedding:
+      BRAID_RETURN_IF_ERROR(needInt("ids", operand(0)));
+      BRAID_RETURN_IF_ERROR(needFloat("the table", operand(1)));
+      return needSame("the result", result(0), "the table", operand(1));
+    case OpCode::Attention:
+      BRAID_RETURN_IF_ERROR(needFloat("q", operand(0)));
+      BRAID_RETURN_IF_ERROR(needSame("k", operand(1), "q", operand(0)));
+      BRAID_RETURN_IF_ERROR(needSame("v", operand(2), "q", operand(0)));
+      BRAID_RETURN_IF_ERROR(needSame("the output", result(0), "q", operand(0)));
+      if (op.operands()->size() == 6) {
+        BRAID_RETURN_IF_ERROR(needFloat("k_cache", operand(3)));
+        BRAID_RETURN_IF_ERROR(
+            needSame("v_cache", operand(4), "k_cache", operand(3)));
+        BRAID_RETURN_IF_ERROR(needInt("position", operand(5)));
+        BRAID_RETURN_IF_ERROR(
+            needSame("the updated k_cache", result(1), "k_cache", operand(3)));
+        BRAID_RETURN_IF_ERROR(
+            needSame("the updated v_cache", result(2), "v_cache", operand(4)));
+      }
+      return Status::ok();
+    default:
+      return Status::ok();
+    }
   }
 
   Status checkOps() {
@@ -571,6 +706,7 @@ private:
           return errorf(where, "offsets and sizes need ", rank, " entries");
       }
       BRAID_RETURN_IF_ERROR(checkShapes(where, *op));
+      BRAID_RETURN_IF_ERROR(checkDTypes(where, *op));
       bool isStart = a.asyncStart, isWait = op->opcode() == OpCode::Wait;
       if (isStart || isWait) {
         int h = op->handle();
@@ -685,8 +821,9 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
   int numGroups = plan.groups() ? int(plan.groups()->size()) : 0;
   for (int g = 0; g < numGroups; ++g) {
     const plan::DeviceGroup *dg = plan.groups()->Get(unsigned(g));
-    if (dg->size() < 1 || dg->stride() < 1 ||
-        world % (int64_t(dg->size()) * dg->stride()) != 0)
+    std::optional<int64_t> span =
+        checkedMul(int64_t(dg->size()), int64_t(dg->stride()));
+    if (dg->size() < 1 || dg->stride() < 1 || !span || world % *span != 0)
       return errorf("device group '", dg->name()->str(), "': size ", dg->size(),
                     " x stride ", dg->stride(), " does not tile world_size ",
                     world);
@@ -720,8 +857,12 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
         if (s->dim() < 0 || s->dim() >= int(full.size()))
           return errorf(pn, "shard dim ", s->dim(), " out of range for ",
                         formatShape(full));
-        if (shards < 1 || size % shards || s->blocks() < 1 ||
-            padded[size_t(s->dim())] % (int64_t(shards) * s->blocks()))
+        // shards x blocks is computed checked: a product that wrapped to 0
+        // would divide by zero.
+        std::optional<int64_t> pieces =
+            checkedMul(int64_t(shards), int64_t(s->blocks()));
+        if (shards < 1 || size % shards || s->blocks() < 1 || !pieces ||
+            *pieces < 1 || padded[size_t(s->dim())] % *pieces)
           return errorf(pn, "dim ", s->dim(), " of size ",
                         padded[size_t(s->dim())], " cannot be cut into ",
                         s->blocks(), " blocks x ", shards,
@@ -912,14 +1053,63 @@ Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes,
   return lp;
 }
 
+Expected<std::vector<uint8_t>>
+braid::rt::readRegularFile(const std::string &path, const char *what,
+                           uint64_t maxBytes) {
+  // The type is checked before open(): opening a FIFO blocks until a writer
+  // comes, and reading a directory fails only at the first read.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errorf("cannot open ", what, " '", path,
+                  "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return errorf(what, " '", path, "' is not a regular file (",
+                  S_ISDIR(st.st_mode)    ? "a directory"
+                  : S_ISFIFO(st.st_mode) ? "a FIFO"
+                  : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
+                      ? "a device"
+                      : "a socket or other special file",
+                  ")");
+  // O_NONBLOCK: should the path be swapped for a FIFO after the stat, open()
+  // still returns at once (and the fstat below refuses it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return errorf("cannot open ", what, " '", path,
+                  "': ", std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return errorf(what, " '", path, "' is not a regular file");
+  }
+  if (uint64_t(st.st_size) > maxBytes) {
+    ::close(fd);
+    return errorf(what, " '", path, "' is ", uint64_t(st.st_size),
+                  " bytes, more than the limit of ", maxBytes);
+  }
+  std::vector<uint8_t> bytes(size_t(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) { // an error, or the file shrank under us
+      int err = n < 0 ? errno : 0;
+      ::close(fd);
+      return errorf("cannot read ", what, " '", path, "': ",
+                    err ? std::strerror(err) : "it shrank while being read");
+    }
+    got += size_t(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
 Expected<LoadedPlan> braid::rt::loadPlanFile(const std::string &path,
                                              const LoadOptions &options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errorf("cannot open plan '", path, "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  auto plan = loadPlan(std::move(bytes), options);
+  // FlatBuffers addresses at most 2 GiB (32-bit offsets).
+  auto bytes = readRegularFile(path, "plan", uint64_t(1) << 31);
+  if (!bytes)
+    return bytes.status();
+  auto plan = loadPlan(bytes.take(), options);
   if (!plan)
     return errorf(path, ": ", plan.status().message());
   return plan;

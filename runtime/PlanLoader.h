@@ -57,9 +57,17 @@ struct LoadOptions {
 /// Verifies and takes ownership of a serialized plan.
 Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes,
                               const LoadOptions &options = {});
-/// Reads `path` and loads it; errors name the file.
+/// Reads `path` and loads it; errors name the file. Anything but a
+/// regular file (a directory, a FIFO, a device) is refused before it is
+/// opened.
 Expected<LoadedPlan> loadPlanFile(const std::string &path,
                                   const LoadOptions &options = {});
+
+/// The bytes of regular file `path` (at most `maxBytes`): a directory, FIFO,
+/// device or socket is refused by its type before it is opened, so nothing
+/// blocks. `what` ("plan") starts the error messages.
+Expected<std::vector<uint8_t>>
+readRegularFile(const std::string &path, const char *what, uint64_t maxBytes);
 
 /// The semantic checks alone, on an already Verifier-checked plan.
 Status checkPlanSemantics(const plan::Plan &plan);

@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -178,10 +180,24 @@ braid::rt::Status parseEntry(const json &j, uint64_t dataSize,
 
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   std::string where = "checkpoint '" + path + "'";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The type is checked before open(): opening a FIFO for reading blocks
+  // until a writer comes (forever, for a hostile path).
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errorf("cannot open ", where, ": ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return errorf(where, " is not a regular file (",
+                  S_ISDIR(st.st_mode)    ? "a directory"
+                  : S_ISFIFO(st.st_mode) ? "a FIFO"
+                  : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
+                      ? "a device"
+                      : "a socket or other special file",
+                  ")");
+  // O_NONBLOCK: a path swapped for a FIFO after the stat still opens at
+  // once, and the fstat below refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return errorf("cannot open ", where, ": ", std::strerror(errno));
-  struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return errorf(where, " is not a regular file");
@@ -209,13 +225,27 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                   size - 8, " bytes after the length field");
   const char *text = reinterpret_cast<const char *>(map->data + 8);
   json header;
+  // A JSON object may repeat a key and the parser keeps the last value:
+  // a second tensor of the same name would silently replace the first.
+  // The callback sees every key of the top-level object (depth 1).
+  std::set<std::string> seen;
+  std::optional<std::string> duplicate;
+  auto noDuplicates = [&](int depth, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && !duplicate &&
+        !seen.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = json::parse(text, text + headerLen);
+    header = json::parse(text, text + headerLen, noDuplicates);
   } catch (const json::exception &e) {
     return errorf(where, ": header is not valid JSON: ", e.what());
   }
   if (!header.is_object())
     return errorf(where, ": header is not a JSON object");
+  if (duplicate)
+    return errorf(where, ": tensor '", *duplicate,
+                  "' is named twice in the header");
 
   SafetensorsFile file;
   file.path_ = path;
@@ -235,6 +265,25 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     e.shape = std::move(parsed.shape);
     e.begin = dataStart + parsed.begin;
     e.end = dataStart + parsed.end;
+  }
+  // No two tensors may share bytes: writing one would change the other,
+  // and a checkpoint that aliases them is corrupt (HF's loader refuses it
+  // too). Empty tensors occupy nothing.
+  std::vector<std::pair<const std::string *, const Entry *>> byOffset;
+  for (const auto &[name, e] : file.entries_)
+    if (e.end > e.begin)
+      byOffset.push_back({&name, &e});
+  std::sort(byOffset.begin(), byOffset.end(), [](const auto &a, const auto &b) {
+    return a.second->begin < b.second->begin;
+  });
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const Entry &prev = *byOffset[i - 1].second, &next = *byOffset[i].second;
+    if (next.begin < prev.end)
+      return errorf(where, ": tensors '", *byOffset[i - 1].first, "' ([",
+                    prev.begin - dataStart, ", ", prev.end - dataStart,
+                    ")) and '", *byOffset[i].first, "' ([",
+                    next.begin - dataStart, ", ", next.end - dataStart,
+                    ")) overlap in the data region");
   }
   file.map_ = std::move(map);
   return file;
@@ -338,6 +387,15 @@ Status braid::rt::loadCheckpointParameters(const ParameterSink &sink,
       return errorf("parameter '", name, "': the shard rule gives ",
                     slice->size(), " elements, local shape ",
                     formatShape(local), " holds ", numElements(local));
+    // An integer parameter cannot hold NaN, an infinity or a value out of
+    // its range (converting one is undefined behaviour in C++).
+    if (int64_t bad = firstNonIntegral(param->dtype(), slice->data(),
+                                       int64_t(slice->size()));
+        bad >= 0)
+      return errorf("parameter '", name, "': checkpoint tensor '", source,
+                    "' holds ", (*slice)[size_t(bad)], " (local element ", bad,
+                    "), which its ", dtypeName(param->dtype()),
+                    " type cannot represent");
     // setParameter's errors already name the parameter.
     BRAID_RETURN_IF_ERROR(
         sink(name, HostTensor::fromFloats(param->dtype(), local, *slice)));

@@ -6,8 +6,10 @@
 // data region. An optional "__metadata__" entry is ignored.
 //
 // open() validates the whole header up front (types, dims, offsets inside
-// the data region, byte size == elements x dtype size, no overflow), so a
-// file that opens can be read without further bounds checks. Reading
+// the data region, byte size == elements x dtype size, no overflow, no
+// tensor named twice, no two tensors sharing bytes), so a file that opens
+// can be read without further bounds checks. A path that is not a regular
+// file (a directory, a FIFO, a device) is refused before it is opened. Reading
 // converts BF16, F16 and F32 to fp32; other dtypes HF writes (F64, I64, ...)
 // open, so checkpoints that carry a few integer buffers still load, but
 // reading one of them is an error. Unknown dtype strings fail open().

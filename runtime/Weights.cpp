@@ -1,6 +1,9 @@
 //===- Weights.cpp - Deterministic synthetic weights ----------------------===//
 #include "runtime/Weights.h"
+#include "runtime/CheckedMath.h"
 #include "runtime/PlanLoader.h"
+
+#include <optional>
 
 using namespace braid::rt;
 
@@ -59,10 +62,12 @@ Expected<Shape> braid::rt::localShape(const Shape &padded,
   if (spec.dim >= int64_t(padded.size()))
     return errorf("shard dim ", spec.dim, " out of range for ",
                   formatShape(padded));
+  // shards x blocks checked: a product that wraps to 0 would divide by 0.
+  std::optional<int64_t> pieces = checkedMul(spec.shards, spec.blocks);
   if (spec.shards < 1 || spec.blocks < 1 || spec.groupSize < 1 ||
       spec.groupSize % spec.shards || spec.rank < 0 ||
-      spec.rank >= spec.groupSize ||
-      padded[size_t(spec.dim)] % (spec.shards * spec.blocks))
+      spec.rank >= spec.groupSize || !pieces ||
+      padded[size_t(spec.dim)] % *pieces)
     return errorf("cannot cut dim ", spec.dim, " of ", formatShape(padded),
                   " into ", spec.blocks, " blocks x ", spec.shards,
                   " shards for rank ", spec.rank, " of ", spec.groupSize);

@@ -1,5 +1,6 @@
 //===- ShapeRules.cpp - Operand shape rules of the compute ops ------------===//
 #include "runtime/cpu/ShapeRules.h"
+#include "runtime/CheckedMath.h"
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
@@ -117,10 +118,13 @@ Status cpu::checkSliceShapes(const Shape &x, const Shape &offsets,
   if (offsets.size() != r || sizes.size() != r)
     return errorf("slice: offsets/sizes need ", r, " entries for ",
                   formatShape(x));
-  for (size_t d = 0; d < r; ++d)
-    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > x[d])
-      return errorf("slice: dim ", d, " takes [", offsets[d], ", ",
-                    offsets[d] + sizes[d], ") of size ", x[d]);
+  for (size_t d = 0; d < r; ++d) {
+    // offsets[d] + sizes[d] may not fit int64: checked, never wrapped.
+    std::optional<int64_t> end = checkedAdd(offsets[d], sizes[d]);
+    if (offsets[d] < 0 || sizes[d] < 0 || !end || *end > x[d])
+      return errorf("slice: dim ", d, " takes ", sizes[d], " elements at ",
+                    "offset ", offsets[d], ", outside its size ", x[d]);
+  }
   return Status::ok();
 }
 
@@ -143,13 +147,24 @@ Expected<Shape> cpu::checkConcatShapes(const std::vector<ConcatInput> &inputs,
     if (a != b)
       return errorf("concat: input ", formatShape(*t.shape), " differs from ",
                     formatShape(*first.shape), " outside dim ", dim);
-    shape[size_t(dim)] += (*t.shape)[size_t(dim)];
+    std::optional<int64_t> sum =
+        checkedAdd(shape[size_t(dim)], (*t.shape)[size_t(dim)]);
+    if (!sum)
+      return errorf("concat: the sizes along dim ", dim,
+                    " add up to more than int64 holds");
+    shape[size_t(dim)] = *sum;
   }
   return shape;
 }
 
 Status cpu::checkReshape(const Shape &x, const Shape &y) {
-  if (numElements(x) != numElements(y))
+  // Element counts that overflow must not compare equal by wrapping
+  // ([2^32, 2^32 + 1] is not [2^32]).
+  std::optional<int64_t> nx = checkedProduct(x), ny = checkedProduct(y);
+  if (!nx || !ny)
+    return errorf("reshape of ", formatShape(x), " to ", formatShape(y),
+                  ": an element count does not fit int64");
+  if (*nx != *ny)
     return errorf("reshape of ", formatShape(x), " to ", formatShape(y),
                   " changes the element count");
   return Status::ok();

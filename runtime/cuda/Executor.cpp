@@ -1,6 +1,7 @@
 //===- Executor.cpp - Run a plan on GPUs: eager streams or CUDA Graphs ----===//
 #include "runtime/cuda/Executor.h"
 
+#include "runtime/Threads.h"
 #include "runtime/Weights.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Gemm.h"
@@ -974,13 +975,14 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   runner->held_ = held;
   std::vector<std::optional<Expected<std::unique_ptr<CudaRank>>>> made(
       held.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < held.size(); ++i)
-    threads.emplace_back([&, i] {
-      made[i] = CudaRank::create(plan, held[i], gpus[i], ids, options);
-    });
-  for (std::thread &t : threads)
-    t.join();
+  // Every rank's NCCL initialization waits for all the others: none starts
+  // unless every thread does (runOnThreads).
+  BRAID_RETURN_IF_ERROR(runOnThreads(
+      held.size(),
+      [&](size_t i) {
+        made[i] = CudaRank::create(plan, held[i], gpus[i], ids, options);
+      },
+      "the GPU rank threads"));
   for (auto &m : made) {
     if (!m->hasValue())
       return m->status();
@@ -999,17 +1001,16 @@ CudaRunner::run(const std::string &function,
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
   std::atomic<bool> cancel{false};
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      results[r] = ranks_[r]->run(function,
-                                  inputs[inputs.size() == 1 ? 0 : r],
-                                  timings[r], cancel);
-      if (!results[r]->hasValue())
-        cancel = true; // release ranks blocked in collectives
-    });
-  for (std::thread &t : threads)
-    t.join();
+  BRAID_RETURN_IF_ERROR(runOnThreads(
+      world,
+      [&](size_t r) {
+        results[r] = ranks_[r]->run(function,
+                                    inputs[inputs.size() == 1 ? 0 : r],
+                                    timings[r], cancel);
+        if (!results[r]->hasValue())
+          cancel = true; // release ranks blocked in collectives
+      },
+      "the GPU rank threads"));
   std::vector<TensorMap> out;
   // Report the root cause, not the aborts it triggered elsewhere.
   for (size_t r = 0; r < world; ++r)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 using namespace braid::rt;
 using namespace braid::rt::test;
@@ -269,9 +270,21 @@ TEST(Interpreter, HugeArenaIsAnErrorNotACrash) {
   f.op(OpCode::Silu, {x}, {y});
   f.output("y", y);
   f.fn().arena_size = int64_t(1) << 62; // valid in the schema, not in memory
-  auto runner = makeRunner(pb);
-  ASSERT_TRUE(runner);
-  auto out = runner->run("main", {{{"x", f32({1}, {1})}}});
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  // Refused before anything is allocated (checkHostResources)...
+  auto refused = ThreadedRunner::create(*plan, 0);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(
+      refused.status().message().find("arenas 4611686018427387904) x 1 ranks"),
+      std::string::npos)
+      << refused.status().message();
+  // ...and with the check lifted, the allocation fails as an error.
+  RunnerOptions unchecked;
+  unchecked.memoryLimitBytes = std::numeric_limits<int64_t>::max();
+  auto runner = ThreadedRunner::create(*plan, unchecked);
+  ASSERT_TRUE(runner) << runner.status().message();
+  auto out = (*runner)->run("main", {{{"x", f32({1}, {1})}}});
   ASSERT_FALSE(out);
   EXPECT_NE(out.status().message().find("out of memory"), std::string::npos)
       << out.status().message();
@@ -284,14 +297,17 @@ TEST(Interpreter, BuffersAtUnalignedOffsets) {
   // work on storage at any byte offset: i32 and bf16 buffers at odd offsets,
   // read and written as floats and as ids. (Plain x86 builds tolerate the
   // old typed accesses; the fuzz test's UBSan build is what catches them.)
+  // (An i32 all_reduce over one rank reads and writes ids; an i32 add is
+  // refused by the loader's dtype check.)
   PlanBuilder pb(1);
-  int table = pb.param("embed_tokens.weight", {5, 2}, {5, 2});
+  pb.group("one", 1);
+  int table = pb.param("embed_tokens.weight", {5, 2}, {5, 2}, DType::BF16);
   FnBuilder f = pb.function("main");
   int x = f.input("x", {2}, DType::I32);
   int y = f.tensor({2}, DType::I32);
   int e = f.tensor({2, 2}, DType::BF16);
   int g = f.tensor({2, 2}, DType::BF16);
-  f.op(OpCode::Add, {x, x}, {y});
+  f.op(OpCode::AllReduce, {x}, {y}).group = 0;
   f.op(OpCode::Embedding, {y, f.param(table, pb.plan())}, {e});
   f.op(OpCode::Add, {e, e}, {g});
   f.output("y", y);
@@ -305,14 +321,14 @@ TEST(Interpreter, BuffersAtUnalignedOffsets) {
   auto runner = makeRunner(pb);
   ASSERT_TRUE(runner);
   auto out = runner->run(
-      "main", {{{"x", HostTensor::fromInts(DType::I32, {2}, {1, 2})}}});
+      "main", {{{"x", HostTensor::fromInts(DType::I32, {2}, {2, 4})}}});
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ((*out)[0].at("y").toInts(), (std::vector<int64_t>{2, 4}));
   std::vector<float> w = runner->rank(0).parameter(table).toFloats();
   std::vector<float> want;
   for (int row : {2, 4})
-    for (int c = 0; c < 2; ++c) // bf16 round trips, then doubles exactly
-      want.push_back(2 * bf16ToFloat(floatToBf16(w[size_t(row * 2 + c)])));
+    for (int c = 0; c < 2; ++c) // bf16 values double exactly
+      want.push_back(2 * w[size_t(row * 2 + c)]);
   std::vector<float> got = (*out)[0].at("g").toFloats();
   EXPECT_EQ(got, want);
 }

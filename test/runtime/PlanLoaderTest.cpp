@@ -19,7 +19,7 @@ PlanBuilder goodPlan() {
   PlanBuilder pb(2);
   pb.group("tp", 2);
   int w = pb.param("model.norm.weight", {4}, {4});
-  int wq = pb.param("q_proj.weight", {8, 4}, {4, 4}, DType::BF16, 0, 0);
+  int wq = pb.param("q_proj.weight", {8, 4}, {4, 4}, DType::F32, 0, 0);
   FnBuilder f = pb.function("prefill");
   f.fn().num_streams = 2;
   f.fn().num_events = 1;

@@ -396,11 +396,12 @@ PlanBuilder lmPlan(int tp, DType dtype) {
 
   FnBuilder f = pb.function("prefill");
   int ids = f.input("ids", {1, 3}, DType::I32);
-  int e = f.tensor({1, 3, 8}), x = f.tensor({1, 3, 8});
-  int n = f.tensor({1, 3, 8}), h = f.tensor({1, 3, 16 / tp});
-  int a = f.tensor({1, 3, 16 / tp}), p = f.tensor({1, 3, 8});
-  int y = f.tensor({1, 3, 8}), l = f.tensor({1, 3, 6 / tp});
-  int logits = f.tensor({1, 3, 6});
+  // Activations in the parameters' dtype, as the dialect requires.
+  int e = f.tensor({1, 3, 8}, dtype), x = f.tensor({1, 3, 8}, dtype);
+  int n = f.tensor({1, 3, 8}, dtype), h = f.tensor({1, 3, 16 / tp}, dtype);
+  int a = f.tensor({1, 3, 16 / tp}, dtype), p = f.tensor({1, 3, 8}, dtype);
+  int y = f.tensor({1, 3, 8}, dtype), l = f.tensor({1, 3, 6 / tp}, dtype);
+  int logits = f.tensor({1, 3, 6}, dtype);
   f.op(OpCode::Embedding, {ids, f.param(embed, pb.plan())}, {e}).vocab_group =
       0;
   f.op(OpCode::AllReduce, {e}, {x}).group = 0;

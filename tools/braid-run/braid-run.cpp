@@ -4,6 +4,7 @@
 // to the machines that run plans.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Bootstrap.h"
 #include "runtime/Generation.h"
 #include "runtime/Interpreter.h"
 #include "runtime/PlanLoader.h"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -53,14 +55,24 @@ the tokens and a latency summary.
                            W untimed ones (default 0 and 3)
   --check                  cuda: replay the same tokens on the CPU
                            interpreter and compare logits (as
-                           --check-against)
-  --timeout S              cuda: a step that takes longer (a stuck
-                           collective) aborts the run (default 120)
+                           --check-against); cpu: check that every op's
+                           output is finite. Either way, non-finite logits
+                           name the first op whose output is not finite
+  --allow-non-finite       accept logits that hold NaN or infinity (by
+                           default a step whose logits are not finite is
+                           an error: their greedy token means nothing)
+  --timeout S              a step (cuda) or one collective (cpu) that
+                           takes longer aborts the run: a stuck collective
+                           (default 120, at most 1e6)
   --profile FILE.csv       measured mean time per (op, operand shapes) as
                            `op,shape,us`: braid-estimate's calibration file
   --trace FILE.json        measured per-op Chrome trace of every step
                            (cuda: both need --eager; times from CUDA events)
-  --ranks N                ranks to run (must equal the plan's world size)
+  --ranks N                ranks to run (must equal the plan's world size;
+                           checked before anything is allocated). The cpu
+                           backend runs at most 1024 ranks and refuses a
+                           plan whose ranks need more host memory than the
+                           machine or ulimit allows
   --steps K                decode steps after prefill (default 4)
   --tokens a,b,...         prompt ids, batch x prompt length of them
                            (default: synthetic, from --prompt-seed)
@@ -110,6 +122,7 @@ struct Options {
   bool graph = true;
   int iters = 0, warmup = 3;
   bool check = false;
+  bool allowNonFinite = false;
   double timeout = 120;
   std::string profile, trace;
   std::vector<int> devices;
@@ -212,6 +225,8 @@ Expected<Options> parseArgs(int argc, char **argv) {
       o.graph = flag == "--graph";
     } else if (flag == "--check") {
       o.check = true;
+    } else if (flag == "--allow-non-finite") {
+      o.allowNonFinite = true;
     } else if (flag == "--strict") {
       o.strict = true;
     } else if (flag == "--strict-seed") {
@@ -256,10 +271,8 @@ Expected<Options> parseArgs(int argc, char **argv) {
 #endif
   if (o.backend != "cpu" && o.backend != "cuda")
     return errorf("--backend '", o.backend, "' is unknown; use cpu or cuda");
-  if (o.backend != "cuda" && (o.check || o.iters || !o.graph ||
-                              !o.devices.empty()))
-    return errorf("--check, --iters, --eager and --devices need --backend "
-                  "cuda");
+  if (o.backend != "cuda" && (o.iters || !o.graph || !o.devices.empty()))
+    return errorf("--iters, --eager and --devices need --backend cuda");
   if (o.strict && o.backend != "cpu")
     return errorf("--strict runs the CPU interpreter: use --backend cpu");
   if (o.strictSeed && !o.strict)
@@ -267,8 +280,10 @@ Expected<Options> parseArgs(int argc, char **argv) {
   if (o.backend == "cuda" && o.graph && (!o.profile.empty() || !o.trace.empty()))
     return errorf("--profile and --trace time each op: add --eager (a CUDA "
                   "Graph replays as one launch)");
-  if (o.iters < 0 || o.warmup < 0 || !(o.timeout > 0))
-    return errorf("--iters and --warmup must be >= 0 and --timeout > 0");
+  if (o.iters < 0 || o.warmup < 0)
+    return errorf("--iters and --warmup must be >= 0");
+  if (!(o.timeout > 0 && o.timeout <= 1e6))
+    return errorf("--timeout must be in (0, 1e6] seconds, got ", o.timeout);
   if (o.steps < 0)
     return errorf("--steps must be >= 0, got ", o.steps);
   if ((o.atol && !(*o.atol >= 0)) || (o.rtol && !(*o.rtol >= 0)))
@@ -316,14 +331,23 @@ struct PlanRun {
     run->backend = backend;
     run->profiling = !o.profile.empty() || !o.trace.empty();
     if (backend == "cpu") {
-      auto runner = ThreadedRunner::create(plan, o.seed);
+      RunnerOptions ro;
+      ro.seed = o.seed;
+      ro.collectiveTimeout = std::chrono::milliseconds(
+          std::max<int64_t>(1, int64_t(o.timeout * 1000)));
+      auto runner = ThreadedRunner::create(plan, ro);
       if (!runner)
         return errorf(path, ": ", runner.status().message());
       run->cpu = runner.take();
       run->cpu->rank(0).setProfiling(run->profiling);
       run->strict = strict;
       run->strictSeed = o.strictSeed.value_or(1);
-      run->cpu->setStrict(strict, run->strictSeed);
+      RunOptions options;
+      options.strict = strict;
+      options.strictSeed = run->strictSeed;
+      // --check on the CPU backend: every op's output must be finite.
+      options.checkFinite = o.check;
+      run->cpu->setRunOptions(options);
     }
 #ifdef BRAID_HAVE_CUDA
     if (backend == "cuda") {
@@ -496,6 +520,7 @@ Status checkAgainst(const std::string &path, const std::string &backend,
   g.decodeSteps = int(reference.size()) - 1;
   for (size_t i = 1; i < reference.size(); ++i)
     g.forcedTokens.push_back(reference[i].inputIds);
+  g.allowNonFinite = o.allowNonFinite;
   auto steps = generate(b, g, other->stepFn());
   if (!steps)
     return errorf("--check-against ", path, ": ", steps.status().message());
@@ -604,6 +629,31 @@ void printGpuTiming(const PlanRun &run, const Options &o) {
 }
 #endif
 
+/// --check on the cuda backend, when a step's logits are not finite:
+/// replays `steps` (the failing one last) on the CPU interpreter with every
+/// op's output checked, and says which op first produced a non-finite value.
+std::string explainNonFiniteOnCpu(const Options &o,
+                                  const std::vector<StepRecord> &steps) {
+  Options cpu = o;
+  cpu.check = true; // RunOptions::checkFinite
+  auto created = PlanRun::create(o.plan, cpu, "cpu");
+  if (!created)
+    return "the CPU interpreter could not replay the run: " +
+           created.status().message();
+  GenerationOptions g;
+  g.prompt = steps.front().inputIds;
+  g.decodeSteps = int(steps.size()) - 1;
+  for (size_t i = 1; i < steps.size(); ++i)
+    g.forcedTokens.push_back(steps[i].inputIds);
+  g.allowNonFinite = true; // the op check is the one that speaks
+  auto replay = generate((*created)->shape, g, (*created)->stepFn());
+  if (!replay)
+    return "replayed on the CPU interpreter: " + replay.status().message();
+  return "the " + o.backend +
+         " backend produced them: the CPU interpreter computes finite values "
+         "for the same tokens";
+}
+
 /// How a failed run ends. Before the run starts, every process reaches the
 /// same verdict (checkSameRun) and exits normally; once ranks meet in
 /// collectives, a failing process must take the others down with it
@@ -676,22 +726,34 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     return std::nullopt;
   }
 
+  // Before anything is allocated: a world size that disagrees with --ranks
+  // (a corrupted plan, or the wrong one) is reported as such, not as the
+  // memory or time its ranks would take.
+  int world = loaded->root().world_size();
+  if (o.ranks >= 0 && o.ranks != world)
+    return fail(errorf("--ranks ", o.ranks, ": the plan was compiled for ",
+                       world, " ranks"),
+                Phase::Agreement);
+
   // From here on ranks of a multi-process run meet in NCCL collectives.
   auto created =
       PlanRun::create(*loaded, o.plan, o, o.backend, processes, o.strict);
   if (!created)
     return fail(created.status(), Phase::Collective);
   PlanRun *run = created->get();
-  int world = run->plan.root().world_size();
-  if (o.ranks >= 0 && o.ranks != world)
-    return fail(errorf("--ranks ", o.ranks, ": the plan was compiled for ",
-                       world, " ranks"),
-                Phase::Collective);
 
   GenerationOptions g;
   g.prompt = o.tokens.empty() ? syntheticPrompt(run->shape, o.promptSeed)
                               : o.tokens;
   g.decodeSteps = o.steps;
+  g.allowNonFinite = o.allowNonFinite;
+  // The CPU backend with --check names the op itself (checkFinite); the
+  // cuda backend asks a CPU replay (a single process only: the processes
+  // of an MPI run fail together at once).
+  if (o.check && o.backend != "cpu" && !processes)
+    g.explainNonFinite = [&o](const std::vector<StepRecord> &steps) {
+      return explainNonFiniteOnCpu(o, steps);
+    };
   auto steps = generate(run->shape, g, run->stepFn());
   if (!steps)
     return fail(steps.status(), Phase::Collective);
@@ -772,7 +834,16 @@ int main(int argc, char **argv) {
   std::streambuf *saved = std::cout.rdbuf();
   if (p && p->rank() != 0)
     std::cout.rdbuf(quiet.rdbuf());
-  std::optional<Failure> failure = runMain(argc, argv, p);
+  std::optional<Failure> failure;
+  // The runtime reports errors as Status; an exception escaping it anyway
+  // (out of memory in a container, a library's throw) is still an error
+  // message and exit 1, never std::terminate.
+  try {
+    failure = runMain(argc, argv, p);
+  } catch (const std::exception &e) {
+    failure =
+        Failure{errorf("unexpected failure: ", e.what()), Phase::Collective};
+  }
   std::cout.flush();
   std::cout.rdbuf(saved);
   if (!failure)

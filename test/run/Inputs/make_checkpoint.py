@@ -4,7 +4,9 @@ Reads `braid-run PLAN --print-plan` on stdin ("param i "name" dtype local
 full FULL ..." lines) and writes float32 values from a seeded PRNG with the
 FULL shapes, as a Hugging Face checkpoint would hold them. With
 --wrong-shape NAME, that tensor gets one extra row (a mis-shaped
-checkpoint); with --drop NAME it is left out.
+checkpoint); with --drop NAME it is left out; with --nan NAME its first
+element is NaN; with --huge NAME every element is 3e38 (finite, but its
+products overflow to infinity).
 """
 import argparse, json, random, re, struct, sys
 
@@ -13,6 +15,8 @@ parser.add_argument("output")
 parser.add_argument("--seed", type=int, default=1)
 parser.add_argument("--wrong-shape", default="")
 parser.add_argument("--drop", default="")
+parser.add_argument("--nan", default="")
+parser.add_argument("--huge", default="")
 args = parser.parse_args()
 
 rng = random.Random(args.seed)
@@ -29,8 +33,12 @@ for line in sys.stdin:
         count *= d
     # Norm weights near 1 keep activations in range, as real ones do.
     base = 1.0 if "norm" in name or ".ln_" in name else 0.0
-    data = struct.pack("<%df" % count,
-                       *(base + rng.uniform(-0.05, 0.05) for _ in range(count)))
+    values = [base + rng.uniform(-0.05, 0.05) for _ in range(count)]
+    if name == args.nan:
+        values[0] = float("nan")
+    if name == args.huge:
+        values = [3e38] * count
+    data = struct.pack("<%df" % count, *values)
     header[name] = {"dtype": "F32", "shape": shape,
                     "data_offsets": [offset, offset + len(data)]}
     blobs.append(data)
