@@ -9,6 +9,8 @@
 #ifndef BRAID_DIALECT_SHAPECHECKS_H
 #define BRAID_DIALECT_SHAPECHECKS_H
 
+#include "runtime/CheckedMath.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
@@ -28,8 +30,9 @@ using OptLoc = std::optional<Location>;
 // group sizes and the world size as int32).
 //===----------------------------------------------------------------------===//
 
-/// Most elements (and largest dim) of one braid tensor: 2^40.
-constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+/// Most elements (and largest dim) of one braid tensor: 2^40, the plan's
+/// own limit (shared with the runtime loader).
+using ::braid::kMaxTensorElements;
 /// Most ranks in one device group and in the mesh of all groups: 2^20.
 constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 /// Most device groups (mesh axes) in one module.

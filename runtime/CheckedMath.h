@@ -16,6 +16,12 @@
 
 namespace braid {
 
+/// Most elements (and largest dim) of one tensor the plan can carry: 2^40.
+/// The dialect verifier and the plan loader both enforce it, so every
+/// verified module can become a plan and a tensor's bytes (at most 2^43)
+/// stay far from int64 overflow in all later size arithmetic.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
 /// a * b, or nullopt when it does not fit int64.
 inline std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
   int64_t r;

@@ -131,12 +131,11 @@ int64_t braid::rt::embeddingVocabStart(const plan::Plan &plan,
 /// Every dim in [0, 2^40] and the element count at most 2^40: keeps all
 /// later size arithmetic (bytes, offsets, slices) far from overflow.
 static bool shapeWithinLimits(const Shape &shape) {
-  constexpr int64_t kLimit = int64_t(1) << 40;
   for (int64_t d : shape)
-    if (d < 0 || d > kLimit)
+    if (d < 0 || d > braid::kMaxTensorElements)
       return false;
   std::optional<int64_t> elems = braid::checkedProduct(shape);
-  return elems && *elems <= kLimit;
+  return elems && *elems <= braid::kMaxTensorElements;
 }
 
 namespace {
