@@ -1,46 +1,88 @@
 #!/usr/bin/env bash
-# Bounded fuzz run of the plan loader (the ctest `fuzz-plan-loader`).
+# Bounded fuzz run of one target (the ctests fuzz-plan-loader,
+# fuzz-safetensors, fuzz-config).
 #
-#   run-fuzz.sh FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]
+#   run-fuzz.sh TARGET FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]
 #
-# Compiles a few seed plans into a fresh temporary corpus, then fuzzes for
-# BRAID_FUZZ_SECONDS (default 30). Exits non-zero if the fuzzer reports a
-# crash, sanitizer error, leak, timeout or OOM; the reproducer is kept in
-# ARTIFACT_DIR (rerun it with `FUZZER <file>`).
+# TARGET is plan-loader, safetensors or config. Writes the target's seeds into
+# a fresh temporary corpus (nothing binary is committed: plans are compiled
+# with BRAID_COMPILE, checkpoints written by fuzz/seeds/make-safetensors-seeds.py,
+# configs copied from models/ and test/frontend/Inputs/), then fuzzes for
+# BRAID_FUZZ_SECONDS (default 30) with the target's dictionary
+# (fuzz/dict/TARGET.dict) if there is one. Exits non-zero if the fuzzer
+# reports a crash, sanitizer error, leak, timeout or OOM; the reproducer is
+# kept in ARTIFACT_DIR (rerun it with `FUZZER <file>`).
+#
+# BRAID_FUZZ_CORPUS=DIR uses (and grows) DIR instead of a temporary corpus,
+# seeding it first: for the long runs in docs/hostile-input.md.
 set -euo pipefail
 
-if [ $# -lt 4 ]; then
-  echo "usage: $0 FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
+if [ $# -lt 5 ]; then
+  echo "usage: $0 plan-loader|safetensors|config FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
   exit 2
 fi
-fuzzer=$1 compile=$2 root=$3 artifacts=$4
-shift 4
+target=$1 fuzzer=$2 compile=$3 root=$4 artifacts=$5
+shift 5
+name="fuzz-$target"
 
 for bin in "$fuzzer" "$compile"; do
   if [ ! -x "$bin" ]; then
-    echo "fuzz-plan-loader: $bin is missing: build the default target first" >&2
+    echo "$name: $bin is missing: build the default target first" >&2
     exit 1
   fi
 done
 
-corpus=$(mktemp -d "${TMPDIR:-/tmp}/braid-fuzz-corpus.XXXXXX")
-trap 'rm -rf "$corpus"' EXIT
+if [ -n "${BRAID_FUZZ_CORPUS:-}" ]; then
+  corpus=$BRAID_FUZZ_CORPUS
+  mkdir -p "$corpus"
+else
+  corpus=$(mktemp -d "${TMPDIR:-/tmp}/braid-$name-corpus.XXXXXX")
+  trap 'rm -rf "$corpus"' EXIT
+fi
 
-# Seeds: world_size 1 plans (small enough that the fuzzer also executes
-# them), in fp32 and bf16 storage, LLaMA and GPT-2; and a tp 2 plan for the
-# loader's group and collective checks.
-seed() {
-  local name=$1
+# Plans: world_size 1 and 2 (both small enough that the fuzzer runs them and
+# drives generate()), fp32 and bf16 storage, LLaMA and GPT-2.
+plan_seed() {
+  local seed=$1
   shift
-  if ! "$compile" "$@" -o "$corpus/$name.bplan"; then
-    echo "fuzz-plan-loader: braid-compile $* failed" >&2
+  if ! "$compile" "$@" -o "$corpus/$seed.bplan"; then
+    echo "$name: braid-compile $* failed" >&2
     exit 1
   fi
 }
-seed llama-tp1-fp32 --tp 1 --dtype fp32 --seq 4 --max-seq 8
-seed llama-tp1-bf16 --tp 1 --dtype bf16 --seq 4 --max-seq 8
-seed llama-tp2-fp32 --tp 2 --dtype fp32 --seq 4 --max-seq 8
-seed gpt2-tp1 "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 1 --seq 4 --max-seq 8
+
+case "$target" in
+plan-loader)
+  plan_seed llama-tp1-fp32 --tp 1 --dtype fp32 --seq 4 --max-seq 8
+  plan_seed llama-tp1-bf16 --tp 1 --dtype bf16 --seq 4 --max-seq 8
+  plan_seed llama-tp2-fp32 --tp 2 --dtype fp32 --seq 4 --max-seq 8
+  plan_seed gpt2-tp1 "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 1 --seq 4 --max-seq 8
+  plan_seed gpt2-tp2 "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 2 --seq 4 --max-seq 8
+  ;;
+safetensors)
+  python3 "$root/fuzz/seeds/make-safetensors-seeds.py" "$corpus"
+  ;;
+config)
+  for f in "$root"/models/*/config.json "$root"/test/frontend/Inputs/*.json; do
+    [ -f "$f" ] || continue
+    cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
+  done
+  # The option line (see fuzz/ConfigFuzzer.cpp): other import options.
+  { echo "#braid --tp 4 --batch 2 --seq 3 --max-seq 16 --dtype fp32"
+    cat "$root/models/tiny-llama/config.json"; } > "$corpus/tiny-llama-tp4.json"
+  { echo "#braid --tp 2 --dtype fp16 --keep-logits-sharded --prefill-all-logits"
+    cat "$root/test/frontend/Inputs/tiny-gpt2.json"; } > "$corpus/tiny-gpt2-opts.json"
+  ;;
+*)
+  echo "$name: unknown target '$target' (plan-loader, safetensors, config)" >&2
+  exit 2
+  ;;
+esac
+
+dict=()
+if [ -f "$root/fuzz/dict/$target.dict" ]; then
+  dict=(-dict="$root/fuzz/dict/$target.dict")
+fi
 
 # Readable sanitizer stack traces when a symbolizer is installed (llvm-14).
 for s in llvm-symbolizer-14 llvm-symbolizer; do
@@ -55,9 +97,10 @@ mkdir -p "$artifacts"
 seconds=${BRAID_FUZZ_SECONDS:-30}
 rc=0
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" "$corpus" || rc=$?
+  -print_final_stats=1 -artifact_prefix="$artifacts/" "${dict[@]}" "$@" \
+  "$corpus" || rc=$?
 if [ "$rc" -ne 0 ]; then
-  echo "fuzz-plan-loader: FAILED (libFuzzer exit $rc); reproducer(s) in $artifacts:" >&2
+  echo "$name: FAILED (libFuzzer exit $rc); reproducer(s) in $artifacts:" >&2
   ls -t "$artifacts" >&2 || true
   echo "rerun one with: $fuzzer $artifacts/<file>" >&2
   exit 1

@@ -14,7 +14,8 @@ BRAID_PACKAGES=(
   # runtime/mpi: bootstraps multi-process runs (mpirun/srun)
   libopenmpi-dev openmpi-bin
   flatbuffers-compiler libflatbuffers-dev flatbuffers-compiler-dev
-  # fuzz/: clang with libFuzzer + sanitizers; llvm-14 for llvm-symbolizer
+  # fuzz/: clang with libFuzzer + sanitizers (the fuzzers and the ASan/UBSan
+  # runtime tests); llvm-14 for llvm-symbolizer
   clang-14 libclang-rt-14-dev llvm-14
 )
 

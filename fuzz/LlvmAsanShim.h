@@ -1,0 +1,22 @@
+//===- LlvmAsanShim.h - LLVM headers in an ASan build, LLVM libs without --===//
+//
+// Force-included (-include) into the config fuzzer's sources, which are
+// compiled with ASan against Debian's uninstrumented LLVM/MLIR libraries.
+// Under ASan, llvm/Support/Compiler.h turns on the manual poisoning in
+// header code (BumpPtrAllocator, Recycler): our inlined copy poisons a new
+// slab, the library's copy of Allocate() hands out pieces of it without
+// unpoisoning, and ASan reports a use-after-poison inside MLIR. Manual
+// poisoning only helps when every user is instrumented, so it is turned
+// off here; ASan's own checks (heap, stack, globals) stay on.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_FUZZ_LLVMASANSHIM_H
+#define BRAID_FUZZ_LLVMASANSHIM_H
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#define __asan_poison_memory_region(addr, size) ((void)(addr), (void)(size))
+#define __asan_unpoison_memory_region(addr, size) ((void)(addr), (void)(size))
+#endif
+#endif
+#endif // BRAID_FUZZ_LLVMASANSHIM_H
