@@ -67,6 +67,13 @@ LogicalResult mlir::braid::checkTensorType(OptLoc loc, StringRef op,
     return emitOptionalError(loc, op, ": ", what, " ", type, " has ", *n,
                              " elements; a braid tensor holds at most ",
                              limitText(kMaxTensorElements));
+  // An empty tensor may not hide huge dims: kernels loop over them.
+  std::optional<int64_t> extent = ::braid::checkedShapeExtent(t.getShape());
+  if (!extent || *extent > kMaxTensorElements)
+    return emitOptionalError(loc, op, ": ", what, " ", type,
+                             " has dims whose nonzero sizes multiply past ",
+                             limitText(kMaxTensorElements),
+                             " (a zero dim does not make the others free)");
   return success();
 }
 

@@ -55,6 +55,23 @@ checkedProduct(std::initializer_list<int64_t> values) {
   return checkedProduct<std::initializer_list<int64_t>>(values);
 }
 
+/// The product of the dims of `shape`, each counted as at least 1: how many
+/// iterations a kernel's loops over the shape may take even when a zero dim
+/// leaves no element. Bounded by kMaxTensorElements like the element count,
+/// so an empty [10^12, 0, 8] tensor cannot make a kernel spin. nullopt on
+/// overflow.
+template <typename Range>
+std::optional<int64_t> checkedShapeExtent(const Range &shape) {
+  int64_t r = 1;
+  for (int64_t d : shape) {
+    auto next = checkedMul(r, d > 1 ? int64_t(d) : int64_t(1));
+    if (!next)
+      return std::nullopt;
+    r = *next;
+  }
+  return r;
+}
+
 /// The sum of `values` (0 when empty), or nullopt on overflow.
 template <typename Range>
 std::optional<int64_t> checkedSum(const Range &values) {

@@ -135,7 +135,10 @@ static bool shapeWithinLimits(const Shape &shape) {
     if (d < 0 || d > braid::kMaxTensorElements)
       return false;
   std::optional<int64_t> elems = braid::checkedProduct(shape);
-  return elems && *elems <= braid::kMaxTensorElements;
+  // A zero dim must not hide huge others: kernels loop over them.
+  std::optional<int64_t> extent = braid::checkedShapeExtent(shape);
+  return elems && *elems <= braid::kMaxTensorElements && extent &&
+         *extent <= braid::kMaxTensorElements;
 }
 
 namespace {

@@ -446,6 +446,10 @@ class Campaign:
                     self.add("plan loader", f"{base_name} int field {j} = {v}", [run, p, *common], "any", check_logits)
         for n in ["directory", "fifo", "missing", "empty", "garbage", "dev-zero", "dev-null"]:
             self.add("plan loader", f"plan is {n}", [run, self.specials[n], *common], "error")
+        # Compiled plans with empty tensors whose other dims are huge (0
+        # elements pass every element-count limit).
+        for n, path in self.empty_tensor_plans():
+            self.add("plan loader", n, [run, path, *common])
 
         # -- braid-run flags -------------------------------------------------
         flags = {
@@ -503,6 +507,31 @@ class Campaign:
             self.add("safetensors", f"checkpoint {n}", [run, tp1, *common, "--weights", p], must, check_logits)
         for n in ["directory", "fifo", "missing", "empty", "garbage", "dev-zero", "dev-null"]:
             self.add("safetensors", f"checkpoint is {n}", [run, tp1, *common, "--weights", self.specials[n]], "error")
+
+    def empty_tensor_plans(self):
+        """(name, plan) compiled by braid-opt + braid-translate from IR whose
+        empty tensors have huge other dims; a case is skipped (and says so)
+        when the compiler refuses its IR, which is a fine outcome too."""
+        out = []
+        for big in ["1090921693184", "4294967298"]:
+            ir = open(os.path.join(self.root, "fuzz/crashes/braid-run/empty-tensor-huge-dim.mlir")).read()
+            ir = ir.replace("1090921693184", big)
+            src = self.write(f"ir/empty-{big}.mlir", ir)
+            plan = self.path(f"plan/empty-{big}.bplan")
+            sched = subprocess.run([self.bin["braid-opt"], src, "--braid-default-pipeline"],
+                                   capture_output=True, text=True)
+            if sched.returncode != 0:
+                print(f"campaign: braid-opt refuses empty-{big}.mlir (not run): "
+                      f"{sched.stderr.strip().splitlines()[0] if sched.stderr.strip() else ''}")
+                continue
+            self.write(f"ir/empty-{big}.sched.mlir", sched.stdout)
+            tr = subprocess.run([self.bin["braid-translate"], self.path(f"ir/empty-{big}.sched.mlir"),
+                                 "--braid-to-plan", "-o", plan], capture_output=True, text=True)
+            if tr.returncode != 0:
+                print(f"campaign: braid-translate refuses empty-{big}.mlir (not run)")
+                continue
+            out.append((f"compiled plan: matmul over an empty {big}x0x8 tensor", plan))
+        return out
 
     # -- driver --------------------------------------------------------------
     def run(self):

@@ -242,3 +242,13 @@ func.func @f(%q: tensor<1x4x2x8xbf16>, %kc: tensor<1x16x2x8xbf16>, %vc: tensor<1
   %0:3 = braid.attention %q, %q, %q cache(%kc, %vc) at %p {num_heads = 2 : i64, num_kv_heads = 2 : i64, head_dim = 8 : i64} : (tensor<1x4x2x8xbf16>, tensor<1x4x2x8xbf16>, tensor<1x4x2x8xbf16>, tensor<1x16x2x8xbf16>, tensor<1x16x2x8xf32>, tensor<1xi32>) -> (tensor<1x4x2x8xbf16>, tensor<1x16x2x8xbf16>, tensor<1x16x2x8xf32>)
   return
 }
+
+// -----
+
+// An empty tensor may not hide a huge dim: kernels loop over it (the
+// campaign's [1090921693184, 0, 8] matmul spun in the CPU kernel).
+func.func @f(%x: tensor<1x0x8xf32>) -> tensor<1090921693184x0x8xf32> {
+  // expected-error@+1 {{reshape: result #0 'tensor<1090921693184x0x8xf32>' has dims whose nonzero sizes multiply past 2^40 = 1099511627776 (a zero dim does not make the others free)}}
+  %r = braid.reshape %x : tensor<1x0x8xf32> -> tensor<1090921693184x0x8xf32>
+  return %r : tensor<1090921693184x0x8xf32>
+}
