@@ -5,6 +5,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
 
 using namespace braid;
@@ -77,6 +79,13 @@ public:
 private:
   Expected<int64_t> positiveInt(StringRef key, int64_t max) const {
     const llvm::json::Value *v = obj.get(key);
+    // llvm::json converts a double of 2^63 to int64 (undefined behaviour):
+    // refuse numbers that far out before asking for an integer.
+    if (std::optional<double> d = v->getAsNumber();
+        d && !(std::abs(*d) < 0x1p62))
+      return error("field '" + key + "' is " +
+                   llvm::formatv("{0}", *v).str() + "; Braid imports at most " +
+                   llvm::Twine(max));
     std::optional<int64_t> i = v->getAsInteger();
     if (!i) {
       // Accept 4096.0 but not 4096.5.

@@ -97,10 +97,12 @@ set(_san_gtest_skip Interpreter.HugeArenaIsAnErrorNotACrash)
 list(JOIN _san_gtest_skip ":" _san_gtest_skip)
 # Findings that are fixed: each reproducer must now run clean (libFuzzer
 # executes the files given and exits non-zero on a crash or timeout).
-file(GLOB _fuzz_regressions ${PROJECT_SOURCE_DIR}/fuzz/regressions/plan-loader/*)
-add_test(NAME fuzz-regressions
-  COMMAND ${_fuzz_dir}/plan-loader-fuzzer -timeout=10 ${_fuzz_regressions})
-set_tests_properties(fuzz-regressions PROPERTIES LABELS fuzz TIMEOUT 120)
+foreach(_t plan-loader config)
+  file(GLOB _fuzz_regressions ${PROJECT_SOURCE_DIR}/fuzz/regressions/${_t}/*)
+  add_test(NAME fuzz-regressions-${_t}
+    COMMAND ${_fuzz_dir}/${_t}-fuzzer -timeout=10 ${_fuzz_regressions})
+  set_tests_properties(fuzz-regressions-${_t} PROPERTIES LABELS fuzz TIMEOUT 120)
+endforeach()
 
 add_test(NAME san-runtime-tests
   COMMAND ${PROJECT_SOURCE_DIR}/fuzz/run-sanitized.sh

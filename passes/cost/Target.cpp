@@ -85,7 +85,12 @@ public:
     const llvm::json::Value *v = object_->get(field);
     if (!v)
       return error(field, "missing");
-    std::optional<int64_t> i = v->getAsInteger();
+    // llvm::json converts a double of 2^63 to int64 (undefined behaviour):
+    // only ask for an integer when the number is in range.
+    std::optional<double> d = v->getAsNumber();
+    std::optional<int64_t> i;
+    if (d && std::abs(*d) < 0x1p62)
+      i = v->getAsInteger();
     if (!i || *i <= 0 || *i > 1 << 20)
       return error(field, "expected a positive integer");
     return int(*i);
