@@ -363,6 +363,12 @@ class Campaign:
                     t = base[:m.start(1)] + v + base[m.end(1):]
                     n = f"attr-{kind}-{k}-{v}"
                     out.append((n, self.write(f"ir/{n}.mlir", t), False))
+        # A generation plan that multiplies an empty tensor with a huge other
+        # dim (0 elements pass element-count limits); also compiled and run
+        # by braid-run in gen_runtime when the compiler accepts it.
+        for big in ["1090921693184", "4294967298", "22906492245"]:
+            ir = open(os.path.join(self.root, "fuzz/campaign/empty-tensor-huge-dim.mlir")).read()
+            out.append((f"empty-tensor-{big}x0x8", self.write(f"ir/empty-case-{big}.mlir", ir.replace("1090921693184", big)), False))
         out.append(("nested-attr-20000", self.write("ir/nested-attr.mlir",
                     "module attributes {x = " + "[" * 20000 + "]" * 20000 + "} {}\n"), False))
         out.append(("binary-garbage", self.specials["garbage"], True))
@@ -513,8 +519,9 @@ class Campaign:
         empty tensors have huge other dims; a case is skipped (and says so)
         when the compiler refuses its IR, which is a fine outcome too."""
         out = []
-        for big in ["1090921693184", "4294967298"]:
-            ir = open(os.path.join(self.root, "fuzz/crashes/braid-run/empty-tensor-huge-dim.mlir")).read()
+        # 22906492245 x 48 is just under the 2^40 bound of ccb578a.
+        for big in ["1090921693184", "4294967298", "22906492245"]:
+            ir = open(os.path.join(self.root, "fuzz/campaign/empty-tensor-huge-dim.mlir")).read()
             ir = ir.replace("1090921693184", big)
             src = self.write(f"ir/empty-{big}.mlir", ir)
             plan = self.path(f"plan/empty-{big}.bplan")
@@ -522,13 +529,14 @@ class Campaign:
                                    capture_output=True, text=True)
             if sched.returncode != 0:
                 print(f"campaign: braid-opt refuses empty-{big}.mlir (not run): "
-                      f"{sched.stderr.strip().splitlines()[0] if sched.stderr.strip() else ''}")
+                      f"{sched.stderr.strip().splitlines()[0] if sched.stderr.strip() else ''}",
+                      file=sys.stderr)
                 continue
             self.write(f"ir/empty-{big}.sched.mlir", sched.stdout)
             tr = subprocess.run([self.bin["braid-translate"], self.path(f"ir/empty-{big}.sched.mlir"),
                                  "--braid-to-plan", "-o", plan], capture_output=True, text=True)
             if tr.returncode != 0:
-                print(f"campaign: braid-translate refuses empty-{big}.mlir (not run)")
+                print(f"campaign: braid-translate refuses empty-{big}.mlir (not run)", file=sys.stderr)
                 continue
             out.append((f"compiled plan: matmul over an empty {big}x0x8 tensor", plan))
         return out

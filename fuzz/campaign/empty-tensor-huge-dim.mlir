@@ -1,3 +1,8 @@
+// A generation plan (prefill/decode with input_ids, positions, logits) whose
+// prefill also multiplies an empty tensor with a huge other dim: 0 elements
+// pass every element-count limit. Used by fuzz/campaign/campaign.py; it made
+// braid-run spin in cpu::matmul until the dialect and the loader bounded the
+// product of dims counted as at least 1 (ccb578a).
 braid.device_group @tp size 1
 func.func @prefill(%ids: tensor<1x4xi32> {braid.input = "input_ids"}, %pos: tensor<1x4xi32> {braid.input = "positions"}) -> (tensor<1x1x8xf32> {braid.output = "logits"}, tensor<1090921693184x0x48xf32> {braid.output = "junk"}) {
   %w = braid.parameter "w" full [1, 1, 8] : tensor<1x1x8xf32>
