@@ -1055,9 +1055,8 @@ Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes,
   return lp;
 }
 
-Expected<std::vector<uint8_t>>
-braid::rt::readRegularFile(const std::string &path, const char *what,
-                           uint64_t maxBytes) {
+Expected<RegularFile> braid::rt::openRegularFile(const std::string &path,
+                                                 const char *what) {
   // The type is checked before open(): opening a FIFO blocks until a writer
   // comes, and reading a directory fails only at the first read.
   struct stat st;
@@ -1082,12 +1081,22 @@ braid::rt::readRegularFile(const std::string &path, const char *what,
     ::close(fd);
     return errorf(what, " '", path, "' is not a regular file");
   }
-  if (uint64_t(st.st_size) > maxBytes) {
+  return RegularFile{fd, uint64_t(st.st_size)};
+}
+
+Expected<std::vector<uint8_t>>
+braid::rt::readRegularFile(const std::string &path, const char *what,
+                           uint64_t maxBytes) {
+  auto file = openRegularFile(path, what);
+  if (!file)
+    return file.status();
+  int fd = file->fd;
+  if (file->size > maxBytes) {
     ::close(fd);
-    return errorf(what, " '", path, "' is ", uint64_t(st.st_size),
+    return errorf(what, " '", path, "' is ", file->size,
                   " bytes, more than the limit of ", maxBytes);
   }
-  std::vector<uint8_t> bytes(size_t(st.st_size));
+  std::vector<uint8_t> bytes(size_t(file->size));
   size_t got = 0;
   while (got < bytes.size()) {
     ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);

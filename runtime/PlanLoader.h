@@ -63,6 +63,17 @@ Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes,
 Expected<LoadedPlan> loadPlanFile(const std::string &path,
                                   const LoadOptions &options = {});
 
+/// An open read-only descriptor of regular file `path` and its size, for the
+/// caller to close: a directory, FIFO, device or socket is refused by its
+/// type before it is opened, so nothing blocks. `what` ("plan",
+/// "checkpoint") starts the error messages.
+struct RegularFile {
+  int fd = -1;
+  uint64_t size = 0;
+};
+Expected<RegularFile> openRegularFile(const std::string &path,
+                                      const char *what);
+
 /// The bytes of regular file `path` (at most `maxBytes`): a directory, FIFO,
 /// device or socket is refused by its type before it is opened, so nothing
 /// blocks. `what` ("plan") starts the error messages.

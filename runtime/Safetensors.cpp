@@ -16,7 +16,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace braid::rt;
@@ -180,29 +179,11 @@ braid::rt::Status parseEntry(const json &j, uint64_t dataSize,
 
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   std::string where = "checkpoint '" + path + "'";
-  // The type is checked before open(): opening a FIFO for reading blocks
-  // until a writer comes (forever, for a hostile path).
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return errorf("cannot open ", where, ": ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return errorf(where, " is not a regular file (",
-                  S_ISDIR(st.st_mode)    ? "a directory"
-                  : S_ISFIFO(st.st_mode) ? "a FIFO"
-                  : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
-                      ? "a device"
-                      : "a socket or other special file",
-                  ")");
-  // O_NONBLOCK: a path swapped for a FIFO after the stat still opens at
-  // once, and the fstat below refuses it.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return errorf("cannot open ", where, ": ", std::strerror(errno));
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return errorf(where, " is not a regular file");
-  }
-  uint64_t size = uint64_t(st.st_size);
+  auto opened = openRegularFile(path, "checkpoint");
+  if (!opened)
+    return opened.status();
+  int fd = opened->fd;
+  uint64_t size = opened->size;
   if (size < 8) {
     ::close(fd);
     return errorf(where, " is ", size,
