@@ -14,7 +14,11 @@
 //   4. memory-bound ops (rms_norm, layer_norm, attention): bytes moved
 //      (minimum, as Kernels.cu counts them) over measured time, against
 //      the HBM peak (device attributes) and a measured device-to-device
-//      copy.
+//      copy;
+//   5. the decode attention kernel alone, split-KV (flash-decoding) and
+//      not, launched back to back from a CUDA Graph over enough copies of
+//      the KV cache that L2 (50 MB on an H100) cannot hold them: the
+//      per-op events of 4. include launch latency, this does not.
 // Prints markdown tables (docs/benchmarks.md records them). Exit 77 with
 // the reason when no GPU is usable. --smoke: 3 iterations and 2 GEMM
 // candidates, for ctest on GPU machines (checks that it runs, times
@@ -26,7 +30,9 @@
 #include "runtime/Profile.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Executor.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
 
@@ -452,6 +458,163 @@ Expected<nlohmann::json> readTorch(const std::string &path) {
   return j;
 }
 
+//===----------------------------------------------------------------------===//
+// The decode attention kernel alone
+//===----------------------------------------------------------------------===//
+
+/// Microseconds per attention (with its cache write) over `copies` caches
+/// in turn, from a graph of one launch per copy replayed `reps` times.
+Expected<double> timeAttention(const cu::TensorRef &q, const cu::TensorRef &k,
+                               const cu::TensorRef &v,
+                               const std::vector<cu::TensorRef> &kc,
+                               const std::vector<cu::TensorRef> &vc,
+                               const cu::TensorRef &pos, const cu::TensorRef &o,
+                               const cpu::AttentionParams &p,
+                               const cu::AttentionWorkspace &ws, int reps) {
+  cu::Stream stream;
+  BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(stream.out(), cudaStreamNonBlocking));
+  auto flag = cu::DeviceErrorFlag::create();
+  if (!flag)
+    return flag.status();
+  cu::Graph graph;
+  cu::GraphExec exec;
+  BRAID_CUDA_CHECK(
+      cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  Status captured = Status::ok();
+  for (size_t c = 0; c < kc.size() && captured; ++c)
+    captured = cu::attentionWithCache(q, k, v, kc[c], vc[c], pos, o, p,
+                                      flag->get(), stream.get(), ws);
+  BRAID_CUDA_CHECK(cudaStreamEndCapture(stream.get(), graph.out()));
+  BRAID_RETURN_IF_ERROR(captured);
+  BRAID_CUDA_CHECK(cudaGraphInstantiate(exec.out(), graph.get(), 0));
+  for (int i = 0; i < 3; ++i)
+    BRAID_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream.get()));
+  BRAID_RETURN_IF_ERROR(flag->check(stream.get()));
+  cu::Event start, stop;
+  BRAID_CUDA_CHECK(cudaEventCreate(start.out()));
+  BRAID_CUDA_CHECK(cudaEventCreate(stop.out()));
+  std::vector<double> perLaunch;
+  for (int r = 0; r < reps; ++r) {
+    BRAID_CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
+    BRAID_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream.get()));
+    BRAID_CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
+    BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    perLaunch.push_back(double(ms) * 1e3 / double(kc.size()));
+  }
+  BRAID_RETURN_IF_ERROR(flag->check(stream.get()));
+  return median(perLaunch);
+}
+
+Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
+                            const Bandwidth &bw, const Options &o) {
+  const plan::Function *f = loaded.function("decode");
+  if (!f)
+    return Status::ok();
+  const plan::Op *att = nullptr;
+  for (const plan::Op *op : *f->ops())
+    if (op->opcode() == plan::OpCode::Attention && op->operands()->size() == 6)
+      att = op;
+  if (!att)
+    return Status::ok();
+  auto shapeOf = [&](unsigned i) {
+    const plan::Tensor &t = *f->tensors()->Get(att->operands()->Get(i));
+    return Shape(t.shape()->begin(), t.shape()->end());
+  };
+  DType dt = f->tensors()->Get(att->operands()->Get(0))->dtype();
+  Shape qs = shapeOf(0), ks = shapeOf(1), cs = shapeOf(3);
+  const int64_t maxS = cs[1], position = std::min(in.position, maxS - 1);
+  const size_t cacheBytes = size_t(numElements(cs)) * dtypeSize(dt);
+  // Enough copies that k and v caches together span 4x an H100's L2.
+  const int copies = int(std::clamp<size_t>(
+      (size_t(200) << 20) / (2 * cacheBytes) + 1, 2, 64));
+  std::vector<cu::DeviceMemory> mem;
+  auto alloc = [&](const Shape &s, DType t) -> Expected<cu::TensorRef> {
+    cu::DeviceMemory m;
+    size_t bytes = size_t(numElements(s)) * dtypeSize(t);
+    BRAID_CUDA_CHECK(cudaMalloc(m.out(), bytes));
+    cu::TensorRef r{m.get(), t, s};
+    mem.push_back(std::move(m));
+    return r;
+  };
+  // Random contents (never zeros): one cache's bytes, copied to the others.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> values(size_t(numElements(cs)));
+  for (float &x : values)
+    x = u(rng);
+  HostTensor noise = HostTensor::fromFloats(dt, cs, values);
+  std::vector<cu::TensorRef> kc, vc;
+  for (int c = 0; c < 2 * copies; ++c) {
+    auto r = alloc(cs, dt);
+    if (!r)
+      return r.status();
+    BRAID_CUDA_CHECK(cudaMemcpy(r->data, noise.bytes.data(), cacheBytes,
+                                cudaMemcpyHostToDevice));
+    (c % 2 ? vc : kc).push_back(*r);
+  }
+  auto q = alloc(qs, dt), k = alloc(ks, dt), v = alloc(ks, dt),
+       out = alloc(qs, dt), pos = alloc({qs[0]}, DType::I64);
+  for (auto *t : {&q, &k, &v, &out, &pos})
+    if (!*t)
+      return t->status();
+  for (auto *t : {&q, &k, &v})
+    BRAID_CUDA_CHECK(cudaMemcpy((*t)->data, noise.bytes.data(),
+                                size_t(numElements((*t)->shape)) * dtypeSize(dt),
+                                cudaMemcpyHostToDevice));
+  std::vector<int64_t> positions(size_t(qs[0]), position);
+  BRAID_CUDA_CHECK(cudaMemcpy(pos->data, positions.data(),
+                              positions.size() * sizeof(int64_t),
+                              cudaMemcpyHostToDevice));
+  cpu::AttentionParams p = cpu::attentionParamsOf(*att);
+  int device = 0, sms = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&device));
+  BRAID_CUDA_CHECK(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  cu::AttentionWorkspace ws;
+  ws.multiprocessors = sms;
+  ws.bytes = cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms);
+  if (ws.bytes) {
+    auto w = alloc({int64_t(ws.bytes)}, DType::I32);
+    if (!w)
+      return w.status();
+    ws.data = w->data;
+  }
+  const int reps = o.smoke ? 3 : 20;
+  auto split = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, ws, reps);
+  if (!split)
+    return split.status();
+  auto whole = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, {}, reps);
+  if (!whole)
+    return whole.status();
+  // Minimum bytes: cache rows [0, position + 1) of k and v read once, the
+  // new k, v rows read and written, q read and o written.
+  const double rowBytes = double(cacheBytes) / double(maxS);
+  const double bytes = 2 * rowBytes * double(position + 1) +
+                       4 * double(numElements(ks) * int64_t(dtypeSize(dt))) +
+                       2 * double(numElements(qs) * int64_t(dtypeSize(dt)));
+  std::cout << "\n## Decode attention kernel (q " << qs[0] << "x" << qs[1]
+            << "x" << qs[2] << "x" << qs[3] << ", cache " << cs[0] << "x"
+            << cs[1] << "x" << cs[2] << "x" << cs[3] << ", position "
+            << position << "; a graph of " << copies
+            << " launches over distinct caches, median of " << reps
+            << ")\n\n| kernel | us | GB/s | % of peak | % of copy |\n"
+               "|---|---|---|---|---|\n";
+  auto row = [&](const char *name, double us) {
+    double gbs = bytes / (us * 1e-6) / 1e9;
+    std::cout << "| " << name << " | " << std::fixed << std::setprecision(2)
+              << us << " | " << std::setprecision(0) << gbs << " | "
+              << std::setprecision(1) << 100 * gbs / bw.peakGBs << " | "
+              << 100 * gbs / bw.copyGBs << " |\n";
+  };
+  row(ws.bytes ? "split-KV (flash-decoding)" : "split-KV (no split here)",
+      *split);
+  row("one block walks all keys", *whole);
+  std::cout.unsetf(std::ios::floatfield);
+  return Status::ok();
+}
+
 Status run(const Options &o) {
   auto loaded = loadPlanFile(o.plan);
   if (!loaded)
@@ -518,7 +681,7 @@ Status run(const Options &o) {
   std::cout.unsetf(std::ios::floatfield);
   BRAID_RETURN_IF_ERROR(benchGemms(*loaded, o));
   printMemoryBound(*loaded, *profiled, in, *bw);
-  return Status::ok();
+  return benchDecodeAttention(*loaded, in, *bw, o);
 }
 
 } // namespace

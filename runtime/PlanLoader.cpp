@@ -3,6 +3,7 @@
 #include "runtime/CheckedMath.h"
 #include "runtime/HostTensor.h"
 #include "runtime/ScheduleCheck.h"
+#include "runtime/cpu/ShapeRules.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -376,8 +377,9 @@ private:
   Shape shapeOf(int t) const { return toShape(tensor(t)->shape()); }
 
   // Shape rules the runtimes rely on before running anything: a mismatch in
-  // a collective would otherwise hang or corrupt a peer on a GPU. Compute
-  // kernels check the rest of their rules when they run.
+  // a collective would otherwise hang or corrupt a peer on a GPU, and a
+  // matmul runs in cuBLASLt, which checks nothing. Compute kernels check the
+  // rest of their rules when they run.
   Status checkShapes(const std::string &where, const braid::plan::Op &op) {
     auto in = [&](unsigned i) { return shapeOf(op.operands()->Get(i)); };
     auto out = [&](unsigned i) { return shapeOf(op.results()->Get(i)); };
@@ -407,6 +409,29 @@ private:
       if (out(0) != in(0))
         return mismatch(out(0), in(0));
       break;
+    case OpCode::Matmul: {
+      // cuBLASLt trusts the shapes it is given: operands that disagree, or
+      // a result smaller than A x B, read the wrong elements or write past
+      // the result's buffer. The CPU kernel's rules (ShapeRules.h), also
+      // what the GEMM's strided batches can express.
+      int ta = op.operands()->Get(0), tb = op.operands()->Get(1);
+      auto dims = cpu::checkMatmulShapes(in(0), in(1), op.transpose_a(),
+                                         op.transpose_b());
+      if (!dims) {
+        std::string why = dims.status().message();
+        if (why.rfind("matmul: ", 0) == 0) // `where` names the op already
+          why = why.substr(8);
+        return errorf(where, "a (tensor ", ta, ") and b (tensor ", tb,
+                      "): ", why);
+      }
+      if (out(0) != dims->result)
+        return errorf(where, "result (tensor ", op.results()->Get(0),
+                      ") shape ", formatShape(out(0)), " should be ",
+                      formatShape(dims->result), ", a ", formatShape(in(0)),
+                      op.transpose_a() ? "^T" : "", " x b ", formatShape(in(1)),
+                      op.transpose_b() ? "^T" : "");
+      break;
+    }
     case OpCode::Reshape: {
       // Tensor shapes are bounded (shapeWithinLimits), but the element
       // counts are compared checked all the same: a wrapped product must

@@ -14,6 +14,13 @@ config.excludes = ["check_op_coverage.py", "CMakeLists.txt", "lit.cfg.py", "lit.
 
 config.substitutions.append(("%braid_src_root", config.braid_src_root))
 config.substitutions.append(("%python", sys.executable))
+# Plans compiled for the GPU tests (scripts/gpu/make-plans): the build's, or
+# a GPU machine's bundle.
+config.substitutions.append(("%gpu_plans", getattr(config, "braid_gpu_plans", "")))
+# `compiler`: the MLIR tools are here (a GPU machine with only a bundle
+# lacks them; tests that compile say `REQUIRES: compiler`).
+if os.path.exists(os.path.join(config.braid_tools_dir, "braid-compile")):
+    config.available_features.add("compiler")
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
 
 llvm_config.use_default_substitutions()
@@ -23,21 +30,29 @@ llvm_config.with_environment("PATH", config.braid_tools_dir, append_path=True)
 tools = ["braid-opt", "braid-import", "braid-translate", "braid-compile", "braid-run", "braid-cuda-bench", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.braid_tools_dir, config.llvm_tools_dir])
 
-# `cuda`: braid-run was built with the CUDA executor. `gpu`: a usable NVIDIA
-# GPU is present (nvidia-smi lists one). GPU tests say `REQUIRES: gpu`, and
-# the no-GPU error path says `REQUIRES: cuda` + `UNSUPPORTED: gpu`.
+# `cuda`: braid-run was built with the CUDA executor. `gpu`: a usable GPU,
+# as `braid-run --probe-gpu` finds it (the same cudaDeviceAvailable check
+# the gtests skip on, so lit and ctest never disagree). GPU tests say
+# `REQUIRES: gpu`; the no-GPU error path says `REQUIRES: cuda` +
+# `UNSUPPORTED: gpu`. BRAID_REQUIRE_GPU=1 makes a missing GPU fatal.
 import shutil
 import subprocess
+require_gpu = os.environ.get("BRAID_REQUIRE_GPU", "") not in ("", "0")
+config.environment["BRAID_REQUIRE_GPU"] = os.environ.get("BRAID_REQUIRE_GPU", "")
 if getattr(config, "braid_enable_cuda", False):
     config.available_features.add("cuda")
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
-            if listed.returncode == 0 and "GPU" in listed.stdout:
-                config.available_features.add("gpu")
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+    probe = [os.path.join(config.braid_tools_dir, "braid-run"), "--probe-gpu"]
+    try:
+        found = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        if found.returncode == 0:
+            config.available_features.add("gpu")
+        elif require_gpu:
+            lit_config.fatal("BRAID_REQUIRE_GPU is set but " + found.stderr.strip())
+    except (OSError, subprocess.TimeoutExpired) as e:
+        if require_gpu:
+            lit_config.fatal("BRAID_REQUIRE_GPU is set but braid-run --probe-gpu failed: %s" % e)
+elif require_gpu:
+    lit_config.fatal("BRAID_REQUIRE_GPU is set but braid-run was built without CUDA")
 
 # `mpi`: braid-run was built with the MPI bootstrap and mpirun exists.
 # %mpirun starts local processes, as root too (CI runs as root), with more

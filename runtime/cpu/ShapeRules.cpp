@@ -5,6 +5,38 @@
 using namespace braid::rt;
 using namespace braid::rt::cpu;
 
+Expected<MatmulDims> cpu::checkMatmulShapes(const Shape &a, const Shape &b,
+                                            bool transposeA, bool transposeB) {
+  size_t ra = a.size(), rb = b.size();
+  if (ra < 2 || rb < 2)
+    return errorf("matmul: operands need rank >= 2, got ", formatShape(a),
+                  " and ", formatShape(b));
+  MatmulDims d;
+  // b is either a plain [K, N] matrix or carries a's batch dims: a GEMM
+  // strides through b per batch only in the second case.
+  d.batchedB = rb > 2;
+  if (d.batchedB && rb != ra)
+    return errorf("matmul: batched b ", formatShape(b), " must have a's rank ",
+                  ra, " (a is ", formatShape(a), ")");
+  for (size_t i = 0; i + 2 < ra; ++i) {
+    if (d.batchedB && a[i] != b[i])
+      return errorf("matmul: batch dim ", i, " differs: ", formatShape(a),
+                    " vs ", formatShape(b));
+    d.batch *= a[i];
+  }
+  d.m = transposeA ? a[ra - 1] : a[ra - 2];
+  d.k = transposeA ? a[ra - 2] : a[ra - 1];
+  int64_t kb = transposeB ? b[rb - 1] : b[rb - 2];
+  d.n = transposeB ? b[rb - 2] : b[rb - 1];
+  if (d.k != kb)
+    return errorf("matmul: contraction sizes differ: a ", formatShape(a),
+                  " gives K=", d.k, ", b ", formatShape(b), " gives K=", kb);
+  d.result.assign(a.begin(), a.end() - 2);
+  d.result.push_back(d.m);
+  d.result.push_back(d.n);
+  return d;
+}
+
 Expected<Broadcast> cpu::checkBroadcast(const char *op, const Shape &lhs,
                                         const Shape &rhs) {
   size_t rl = lhs.size(), rr = rhs.size();

@@ -21,6 +21,19 @@
 
 namespace braid::rt::cpu {
 
+/// matmul: a [..., M, K] ([..., K, M] with transposeA) times b [K, N]
+/// ([N, K] with transposeB), b either one matrix shared by every batch or
+/// carrying a's batch dims; the result is a's batch dims + [M, N]. The CPU
+/// kernel, the plan loader and the CUDA GEMM (cuBLASLt strided batches)
+/// accept exactly these shapes.
+struct MatmulDims {
+  int64_t batch = 1, m = 0, n = 0, k = 0; // batch: product of a's batch dims
+  bool batchedB = false;                  // b carries a's batch dims
+  Shape result;
+};
+Expected<MatmulDims> checkMatmulShapes(const Shape &a, const Shape &b,
+                                       bool transposeA, bool transposeB);
+
 /// add / mul (`op` names it): rhs aligned to lhs's trailing dims, size-1
 /// dims broadcast; the result has lhs's shape.
 struct Broadcast {

@@ -39,3 +39,26 @@ Status cuda::cudaDeviceAvailable() {
                   version(runtime), " runtime (", detail, ")");
   return errorf("no usable CUDA device: ", detail);
 }
+
+Expected<std::string> cuda::describeGpus() {
+  BRAID_RETURN_IF_ERROR(cudaDeviceAvailable());
+  int driver = 0, runtime = 0, count = 0;
+  BRAID_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  BRAID_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  BRAID_CUDA_CHECK(cudaGetDeviceCount(&count));
+  auto version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  std::string out = "CUDA driver " + version(driver) + ", runtime " +
+                    version(runtime) + ", " + std::to_string(count) +
+                    " device(s)\n";
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    BRAID_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    out += "GPU " + std::to_string(d) + ": " + prop.name + ", sm_" +
+           std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+           std::to_string(prop.multiProcessorCount) + " multiprocessors, " +
+           std::to_string(prop.totalGlobalMem >> 20) + " MiB\n";
+  }
+  return out;
+}

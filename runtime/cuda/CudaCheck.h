@@ -32,6 +32,12 @@ Status cudaStatus(cudaError_t error, const char *expr, const char *file,
 /// runtime's last-error state it leaves behind.
 Status cudaDeviceAvailable();
 
+/// One line per fact, for `braid-run --probe-gpu` and the test suites' one
+/// GPU check: the driver's and the runtime's CUDA versions, then each
+/// device (name, compute capability, multiprocessors, memory). An error
+/// (cudaDeviceAvailable's) when no device can be used.
+Expected<std::string> describeGpus();
+
 } // namespace braid::rt::cuda
 
 #define BRAID_CUDA_CHECK(expr)                                                 \

@@ -82,10 +82,37 @@ struct AttentionArgs {
   bool causal;
   In position; // data null: no cache; else [B] cache positions
   const DeviceErrorRecord *error; // with a cache: skip while set
+  /// Split-KV scratch (AttentionTiling::workspaceBytes); null: one split.
+  float *partials = nullptr;
 };
-/// Largest head_dim launchAttention takes (shared memory: 2 D floats).
+
+/// How launchAttention divides the work (flash-decoding): the query rows of
+/// one (batch, KV head) -- its S x (Hq / Hkv) query heads, so a GQA group
+/// reads each key once -- in tiles of `rowTile` rows; the key rows in
+/// `splits` ranges of `keysPerSplit`, one block per (tile, range), walked
+/// `keyTile` keys at a time through shared memory with an online softmax.
+/// With splits > 1 every block writes its partial (max, sum, unnormalized
+/// output) to the workspace and a second kernel combines them. A pure
+/// function of the shapes and the multiprocessor count, so it is computed
+/// once when a plan is prepared and again, identically, at each launch.
+struct AttentionTiling {
+  int rowTile = 1, keyTile = 1, splits = 1;
+  int64_t keysPerSplit = 0;
+  size_t sharedBytes = 0;
+  size_t workspaceBytes = 0; // partials, when splits > 1
+  bool fits = false; // false: head_dim too large for shared memory
+};
+/// `multiprocessors` 0 (or no workspace to be had): one split.
+AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
+                              int64_t kvHeads, int64_t headDim,
+                              int64_t keyRows, int multiprocessors);
+/// Largest head_dim launchAttention takes.
 constexpr int64_t kMaxAttentionHeadDim = 4096;
-cudaError_t launchAttention(const AttentionArgs &args, cudaStream_t stream);
+/// `multiprocessors` as given to planAttention; args.partials must hold
+/// that tiling's workspaceBytes when it has more than one split (else the
+/// launch uses one split).
+cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
+                            cudaStream_t stream);
 
 /// Records kDeviceErrorAttentionPosition for the first batch whose
 /// [pos, pos + seq) is outside [0, maxSeq) (if no error is recorded yet).

@@ -4,6 +4,7 @@
 #include "runtime/Threads.h"
 #include "runtime/Weights.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceSelect.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
@@ -221,6 +222,10 @@ private:
     std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
     std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
     std::map<int, DeviceMemory> staging; // by op index
+    // Split-KV attention partials, by stream (the ops of one stream run in
+    // order, so they share one; null where no attention splits).
+    std::vector<DeviceMemory> attentionScratch;
+    std::vector<size_t> attentionScratchBytes;
     DeviceMemory stateScratch; // permuted state slots (enqueue's copy-back)
     Graph graph;
     GraphExec exec;
@@ -255,6 +260,7 @@ private:
   LoadedPlan plan_;
   int rank_;
   int device_;
+  int multiprocessors_ = 0; // sizes split-KV attention
   ExecutorOptions options_;
   std::vector<DeviceMemory> params_;
   std::vector<DeviceMemory> state_;
@@ -302,6 +308,8 @@ CudaRank::~CudaRank() {
 
 Status CudaRank::init(const std::map<CommIdKey, ncclUniqueId> &ids) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(
+      &multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
   const plan::Plan &p = plan_.root();
 
   // Parameters: this rank's slice of the deterministic weights, generated
@@ -454,19 +462,56 @@ Status CudaRank::prepareFunction(Function &fn) {
                                  op.transpose_b(), a.dtype);
         if (!shape)
           return errorf(where, "op ", i, ": ", shape.status().message());
+        // The algorithm is chosen for the operands' real alignment (arena
+        // offsets need not be multiples of 256).
+        GemmAlignment align;
+        align.a = addressAlignment(a.data);
+        align.b = addressAlignment(b.data);
+        align.c = addressAlignment(fn.ptr[size_t(op.results()->Get(0))]);
         auto chain = chains.find(int(i));
+        bool fusedPlanned = false;
         if (chain != chains.end() && shape->batch == 1) {
-          shape->bias = chain->second.bias >= 0;
-          shape->gelu = chain->second.gelu;
-          for (int absorbed : chain->second.absorbed)
-            fn.absorbed[size_t(absorbed)] = true;
-          fn.epilogues.emplace(int(i), chain->second);
+          GemmShape fused = *shape;
+          fused.bias = chain->second.bias >= 0;
+          fused.gelu = chain->second.gelu;
+          GemmAlignment fusedAlign = align;
+          fusedAlign.c = addressAlignment(fn.ptr[size_t(chain->second.output)]);
+          if (fused.bias)
+            fusedAlign.bias =
+                addressAlignment(fn.ptr[size_t(chain->second.bias)]);
+          // cuBLASLt may have no algorithm for the epilogue (dtype, shape,
+          // alignment): the chain then runs as its own ops.
+          auto gemm = GemmPlan::create(lt_.get(), fused,
+                                       options_.gemmWorkspaceBytes, fusedAlign);
+          if (gemm) {
+            for (int absorbed : chain->second.absorbed)
+              fn.absorbed[size_t(absorbed)] = true;
+            fn.epilogues.emplace(int(i), chain->second);
+            fn.gemms.emplace(int(i), std::move(*gemm));
+            fusedPlanned = true;
+          }
         }
-        auto gemm =
-            GemmPlan::create(lt_.get(), *shape, options_.gemmWorkspaceBytes);
-        if (!gemm)
-          return errorf(where, "op ", i, ": ", gemm.status().message());
-        fn.gemms.emplace(int(i), std::move(*gemm));
+        if (!fusedPlanned) {
+          auto gemm = GemmPlan::create(lt_.get(), *shape,
+                                       options_.gemmWorkspaceBytes, align);
+          if (!gemm)
+            return errorf(where, "op ", i, ": ", gemm.status().message());
+          fn.gemms.emplace(int(i), std::move(*gemm));
+        }
+      }
+      if (code == OpCode::Attention) {
+        TensorRef q = ref(fn, op.operands()->Get(0)),
+                  k = ref(fn, op.operands()->Get(1));
+        int64_t keyRows = op.operands()->size() == 6
+                              ? ref(fn, op.operands()->Get(3)).shape.at(1)
+                              : q.shape.at(1);
+        size_t bytes = attentionWorkspaceBytes(q.shape, k.shape.at(2), keyRows,
+                                               multiprocessors_);
+        size_t s = size_t(op.stream());
+        if (fn.attentionScratchBytes.size() <= s)
+          fn.attentionScratchBytes.resize(s + 1, 0);
+        fn.attentionScratchBytes[s] =
+            std::max(fn.attentionScratchBytes[s], bytes);
       }
       size_t staging = 0;
       if (code == OpCode::AllGather)
@@ -481,6 +526,11 @@ Status CudaRank::prepareFunction(Function &fn) {
         fn.staging.emplace(int(i), std::move(mem));
       }
     }
+  fn.attentionScratch.resize(fn.attentionScratchBytes.size());
+  for (size_t s = 0; s < fn.attentionScratchBytes.size(); ++s)
+    if (fn.attentionScratchBytes[s])
+      BRAID_CUDA_CHECK(cudaMalloc(fn.attentionScratch[s].out(),
+                                  fn.attentionScratchBytes[s]));
   return Status::ok();
 }
 
@@ -654,9 +704,15 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
     return reshape(operand(0), result(0), stream);
   case OpCode::Attention: {
     AttentionParams p = cpu::attentionParamsOf(op);
+    AttentionWorkspace ws;
+    if (size_t(op.stream()) < fn.attentionScratch.size()) {
+      ws.data = fn.attentionScratch[size_t(op.stream())].get();
+      ws.bytes = fn.attentionScratchBytes[size_t(op.stream())];
+      ws.multiprocessors = multiprocessors_;
+    }
     if (op.operands()->size() == 3)
       return attention(operand(0), operand(1), operand(2), result(0), p,
-                       stream);
+                       stream, ws);
     // The kernel updates the cache in place: a plan whose updated cache is
     // another buffer gets a copy of the old cache there first.
     for (unsigned i : {1u, 2u})
@@ -666,7 +722,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
                                          cudaMemcpyDeviceToDevice, stream));
     return attentionWithCache(operand(0), operand(1), operand(2), result(1),
                               result(2), operand(5), result(0), p,
-                              errors_->get(), stream);
+                              errors_->get(), stream, ws);
   }
   case OpCode::Wait:
     // The collective was enqueued on its start's stream; a Wait on another
@@ -924,26 +980,27 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
     return errorf("the plan was compiled for ", world, " ranks; the run has ",
                   processes->size(), " processes");
 
-  // This process's ranks and their GPUs.
+  // This process's ranks and their GPUs (DeviceSelect.h). One process per
+  // rank: its local rank picks, modulo the GPUs it sees (one, when the
+  // launcher sets CUDA_VISIBLE_DEVICES per rank). One process for every
+  // rank: rank r runs on GPU r, so there must be a GPU per rank.
   std::vector<int> held, gpus;
   for (int r = 0; r < world; ++r)
     if (!processes || r == processes->rank())
       held.push_back(r);
+  if (!processes && options.devices.empty() && world > *devices)
+    return errorf("the plan has ", world, " ranks but this process sees ",
+                  *devices, " GPUs; one process runs one rank per GPU (or "
+                  "start one process per rank with mpirun/srun)");
   for (int r : held) {
     int slot = processes ? processes->localRank() : r;
-    if (!options.devices.empty() && slot >= int(options.devices.size()))
-      return errorf("rank ", r, " needs the device list to name GPU ", slot,
-                    (processes ? " (its local rank)" : ""), "; it names ",
-                    options.devices.size());
-    int gpu = options.devices.empty() ? slot : options.devices[size_t(slot)];
-    if (gpu < 0 || gpu >= *devices)
-      return errorf("rank ", r, " would run on GPU ", gpu,
-                    "; this machine has ", *devices, " (GPUs 0..",
-                    *devices - 1, ")");
-    if (std::count(gpus.begin(), gpus.end(), gpu))
-      return errorf("GPU ", gpu, " is named for two ranks; NCCL needs one "
+    auto gpu = selectDevice(slot, *devices, options.devices);
+    if (!gpu)
+      return errorf("rank ", r, ": ", gpu.status().message());
+    if (std::count(gpus.begin(), gpus.end(), *gpu))
+      return errorf("GPU ", *gpu, " is named for two ranks; NCCL needs one "
                     "GPU per rank");
-    gpus.push_back(gpu);
+    gpus.push_back(*gpu);
   }
 
   // One NCCL id per (group instance, stream) a collective uses: made here

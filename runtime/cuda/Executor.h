@@ -52,7 +52,7 @@ struct ExecutorOptions {
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
   /// GPUs to use. One process for all ranks: devices[r] runs world rank r
   /// (empty: GPU r). One process per rank: devices[local rank] (empty: the
-  /// local rank).
+  /// local rank modulo the GPUs the process sees; DeviceSelect.h).
   std::vector<int> devices;
   /// Run matmul -> bias add -> tanh GELU chains as one cuBLASLt GEMM with
   /// an epilogue (GemmFusion.h); off: every op is its own launch.

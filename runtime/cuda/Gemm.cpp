@@ -1,37 +1,48 @@
 //===- Gemm.cpp - braid.matmul through cuBLASLt ---------------------------===//
 #include "runtime/cuda/Gemm.h"
+#include "runtime/cpu/ShapeRules.h"
+#include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/LibraryCheck.h"
+
+#include <limits>
+#include <utility>
 
 using namespace braid::rt;
 using namespace braid::rt::cuda;
 
 Expected<GemmShape> cuda::gemmShapeOf(const Shape &a, const Shape &b,
                                       bool transA, bool transB, DType dtype) {
-  if (a.size() < 2 || b.size() < 2)
-    return errorf("matmul: operands need rank >= 2, got ", formatShape(a),
-                  " and ", formatShape(b));
+  auto dims = cpu::checkMatmulShapes(a, b, transA, transB);
+  if (!dims)
+    return dims.status();
   GemmShape g;
   g.transposeA = transA;
   g.transposeB = transB;
   g.dtype = dtype;
-  g.batchedB = b.size() > 2;
-  for (size_t i = 0; i + 2 < a.size(); ++i)
-    g.batch *= a[i];
-  size_t ra = a.size(), rb = b.size();
-  g.m = transA ? a[ra - 1] : a[ra - 2];
-  g.k = transA ? a[ra - 2] : a[ra - 1];
-  int64_t kb = transB ? b[rb - 1] : b[rb - 2];
-  g.n = transB ? b[rb - 2] : b[rb - 1];
-  if (kb != g.k)
-    return errorf("matmul: contraction sizes differ: ", formatShape(a), " vs ",
-                  formatShape(b));
+  g.batchedB = dims->batchedB;
+  g.batch = dims->batch;
+  g.m = dims->m;
+  g.n = dims->n;
+  g.k = dims->k;
   // A shared B and untransposed A: the batch is just more rows, which
   // cuBLASLt runs as one larger (faster) GEMM.
   if (!g.batchedB && !transA) {
     g.m *= g.batch;
     g.batch = 1;
   }
+  // cuBLASLt counts strided batches in an int32.
+  if (g.batch > std::numeric_limits<int32_t>::max())
+    return errorf("matmul: ", g.batch, " batches of ", formatShape(a), " x ",
+                  formatShape(b), " are more than cuBLASLt runs in one call");
   return g;
+}
+
+uint32_t cuda::addressAlignment(const void *p) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 1;
+  while (align < 256 && address % (uintptr_t(align) * 2) == 0)
+    align *= 2;
+  return align;
 }
 
 struct GemmPlan::Descriptors {
@@ -80,10 +91,10 @@ static Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
   return Status::ok();
 }
 
-Expected<GemmPlan> GemmPlan::create(cublasLtHandle_t handle,
-                                    const GemmShape &s,
-                                    size_t workspaceBytes) {
-  auto plans = candidates(handle, s, workspaceBytes, 1);
+Expected<GemmPlan> GemmPlan::create(cublasLtHandle_t handle, const GemmShape &s,
+                                    size_t workspaceBytes,
+                                    const GemmAlignment &align) {
+  auto plans = candidates(handle, s, workspaceBytes, 1, align);
   if (!plans)
     return plans.status();
   return std::move(plans->front());
@@ -91,12 +102,24 @@ Expected<GemmPlan> GemmPlan::create(cublasLtHandle_t handle,
 
 Expected<std::vector<GemmPlan>>
 GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
-                     size_t workspaceBytes, int count) {
+                     size_t workspaceBytes, int count,
+                     const GemmAlignment &align) {
   auto type = cudaTypeOf(s.dtype);
   if (!type)
     return type.status();
   if (count < 1)
     return errorf("matmul: asked for ", count, " algorithms");
+  // An empty GEMM is not cuBLASLt's (a zero leading dimension is invalid):
+  // run() writes nothing, or zeros for K = 0. A fused epilogue would still
+  // owe gelu(bias) there; the executor runs such a chain unfused.
+  if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) {
+    if ((s.bias || s.gelu) && s.k == 0 && s.batch * s.m * s.n != 0)
+      return errorf("matmul: no fused epilogue for K=0");
+    GemmPlan plan;
+    plan.shape_ = s;
+    plan.align_ = align;
+    return std::vector<GemmPlan>{plan};
+  }
   auto shared = std::make_shared<Descriptors>();
   Descriptors &d = *shared;
   BRAID_CUBLAS_CHECK(
@@ -147,13 +170,31 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
       BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
           sizeof(biasType)));
+      // The heuristic reads the bias pointer's value (never what it points
+      // to) for its alignment: one with exactly the bias's alignment stands
+      // in until run() sets the real one.
+      const void *alignedAs =
+          reinterpret_cast<const void *>(uintptr_t(align.bias));
+      BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &alignedAs,
+          sizeof(alignedAs)));
     }
   }
   cublasLtMatmulPreference_t pref = nullptr;
   BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspaceBytes;
+  // cuBLASLt's A is our B, its B our A; C and D are both our C.
+  std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.c}};
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (const auto &[attribute, bytes] : alignments)
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes,
+                                                sizeof(bytes));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -167,6 +208,7 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
       continue;
     GemmPlan plan;
     plan.shape_ = s;
+    plan.align_ = align;
     plan.d_ = shared;
     plan.algo_ = results[size_t(i)].algo;
     plans.push_back(std::move(plan));
@@ -180,6 +222,28 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
 Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
                      void *c, void *workspace, size_t workspaceBytes,
                      cudaStream_t stream, const void *bias) const {
+  // The algorithm was chosen for these alignments (GemmAlignment): a less
+  // aligned pointer is an error here, not a fault or a refusal inside
+  // cuBLASLt.
+  auto aligned = [](const char *what, const void *p,
+                    uint32_t planned) -> Status {
+    if (addressAlignment(p) < planned)
+      return errorf("matmul: ", what, " at ", p, " is ", addressAlignment(p),
+                    "-byte aligned; the GEMM was planned for ", planned);
+    return Status::ok();
+  };
+  BRAID_RETURN_IF_ERROR(aligned("a", a, align_.a));
+  BRAID_RETURN_IF_ERROR(aligned("b", b, align_.b));
+  BRAID_RETURN_IF_ERROR(aligned("the result", c, align_.c));
+  if (shape_.bias)
+    BRAID_RETURN_IF_ERROR(aligned("the bias", bias, align_.bias));
+  if (!d_) { // an empty GEMM (candidates)
+    int64_t elements = shape_.batch * shape_.m * shape_.n;
+    if (elements)
+      BRAID_CUDA_CHECK(cudaMemsetAsync(
+          c, 0, size_t(elements) * dtypeSize(shape_.dtype), stream));
+    return Status::ok();
+  }
   const float alpha = 1.0f, beta = 0.0f;
   if (shape_.bias) {
     if (!bias)

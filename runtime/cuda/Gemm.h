@@ -34,22 +34,40 @@ struct GemmShape {
   bool gelu = false;
 };
 
-/// The GemmShape of a plan matmul with operand shapes `a`, `b`.
+/// The GemmShape of a plan matmul with operand shapes `a`, `b` (the CPU
+/// kernel's shape rules, cpu/ShapeRules.h, which the plan loader enforces).
 Expected<GemmShape> gemmShapeOf(const Shape &a, const Shape &b, bool transA,
                                 bool transB, DType dtype);
 
+/// The byte alignment of the operands' addresses that the algorithm may
+/// rely on. cuBLASLt assumes 256 for every pointer it is told nothing about
+/// (its default preferences, a null bias pointer), and an algorithm chosen
+/// that way fails, or is not allowed to run, on an arena tensor at a
+/// smaller offset.
+struct GemmAlignment {
+  uint32_t a = 256, b = 256, c = 256, bias = 256;
+};
+/// The largest power of two up to 256 that divides `p`'s address.
+uint32_t addressAlignment(const void *p);
+
 class GemmPlan {
 public:
-  /// cuBLASLt's first heuristic choice: what the executor runs.
+  /// cuBLASLt's first heuristic choice for operands aligned as `align`:
+  /// what the executor runs. An error when cuBLASLt has none (a fused
+  /// epilogue it cannot run for this shape or alignment, say).
   static Expected<GemmPlan> create(cublasLtHandle_t handle,
                                    const GemmShape &shape,
-                                   size_t workspaceBytes);
+                                   size_t workspaceBytes,
+                                   const GemmAlignment &align = {});
   /// Up to `count` of the heuristic's algorithms, best-ranked first (for
   /// timing them against each other: bench/CudaBench.cpp).
   static Expected<std::vector<GemmPlan>>
   candidates(cublasLtHandle_t handle, const GemmShape &shape,
-             size_t workspaceBytes, int count);
-  /// `bias`: the [N] bias when shape().bias (else ignored).
+             size_t workspaceBytes, int count, const GemmAlignment &align = {});
+  /// `bias`: the [N] bias when shape().bias (else ignored). Every pointer
+  /// must be at least as aligned as the plan was made for (checked on the
+  /// host, nothing synchronizes: safe while capturing). An empty result
+  /// launches nothing; K = 0 zero-fills the result.
   Status run(cublasLtHandle_t handle, const void *a, const void *b, void *c,
              void *workspace, size_t workspaceBytes, cudaStream_t stream,
              const void *bias = nullptr) const;
@@ -58,7 +76,9 @@ public:
 private:
   struct Descriptors;
   GemmShape shape_;
-  std::shared_ptr<Descriptors> d_; // shared by a shape's candidates
+  GemmAlignment align_;
+  std::shared_ptr<Descriptors> d_; // shared by a shape's candidates; null
+                                   // for an empty GEMM (no cuBLASLt call)
   cublasLtMatmulAlgo_t algo_{};
 };
 

@@ -255,9 +255,35 @@ Status cuda::embedding(const TensorRef &ids, const TensorRef &table,
 // Attention
 //===----------------------------------------------------------------------===//
 
+size_t cuda::attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
+                                     int64_t keyRows, int multiprocessors) {
+  if (q.size() != 4)
+    return 0;
+  detail::AttentionTiling t = detail::planAttention(
+      q[0], q[1], q[2], kvHeads, q[3], keyRows, multiprocessors);
+  return t.fits ? t.workspaceBytes : 0;
+}
+
+namespace {
+/// The partials buffer when `ws` holds the tiling's workspace, else null
+/// (one split).
+float *partialsFor(const detail::AttentionArgs &a, int64_t keyRows,
+                   const AttentionWorkspace &ws) {
+  if (!ws.data || ws.multiprocessors <= 0)
+    return nullptr;
+  detail::AttentionTiling t =
+      detail::planAttention(a.batch, a.seq, a.heads, a.kvHeads, a.headDim,
+                            keyRows, ws.multiprocessors);
+  return t.workspaceBytes && t.workspaceBytes <= ws.bytes
+             ? static_cast<float *>(ws.data)
+             : nullptr;
+}
+} // namespace
+
 Status cuda::attention(const TensorRef &q, const TensorRef &k,
                        const TensorRef &v, const TensorRef &o,
-                       const AttentionParams &p, cudaStream_t stream) {
+                       const AttentionParams &p, cudaStream_t stream,
+                       const AttentionWorkspace &ws) {
   auto dims = checkQkv(q, k, v, p);
   if (!dims)
     return dims.status();
@@ -273,7 +299,8 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   a.keyStride = d.sq;
   a.position = {nullptr, Dt::I64};
   a.error = nullptr;
-  BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
+  a.partials = partialsFor(a, a.keyStride, ws);
+  BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();
 }
 
@@ -283,7 +310,8 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
                                 const TensorRef &position, const TensorRef &o,
                                 const AttentionParams &p,
                                 DeviceErrorRecord *errors,
-                                cudaStream_t stream) {
+                                cudaStream_t stream,
+                                const AttentionWorkspace &ws) {
   auto dims = checkQkv(q, k, v, p);
   if (!dims)
     return dims.status();
@@ -316,7 +344,8 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   a.keyStride = maxS;
   a.position = in(position);
   a.error = errors;
-  BRAID_CUDA_CHECK(detail::launchAttention(a, stream));
+  a.partials = partialsFor(a, a.keyStride, ws);
+  BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();
 }
 

@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace braid::rt::cuda::detail {
@@ -42,8 +43,9 @@ namespace {
 
 constexpr int kThreads = 256;        // elementwise and per-row kernels
 constexpr int64_t kMaxBlocks = 1 << 20; // grid-stride loops beyond this
-constexpr int kAttentionThreads = 128;
-constexpr int kKeyTile = 64; // keys scored per step of the online softmax
+constexpr int kAttentionThreads = 128; // 4 warps
+constexpr int kAttentionKeyTile = 32;  // keys per step: one per lane
+constexpr int kAttentionRowTile = 8;   // query rows sharing a key tile
 
 unsigned gridFor(int64_t work, int64_t perBlock) {
   int64_t blocks = (work + perBlock - 1) / perBlock;
@@ -309,83 +311,306 @@ __global__ void embeddingKernel(In ids, In table, Out out, int64_t numIds,
 }
 
 //===----------------------------------------------------------------------===//
-// Attention: one block per (b, query i, head h), online softmax over keys
+// Attention: split-KV (flash-decoding), one block per (batch, KV head, row
+// tile, key range); see AttentionTiling in DeviceKernels.h
 //===----------------------------------------------------------------------===//
 
-__global__ void attentionKernel(AttentionArgs a) {
+// Shared memory of one attention block, in floats: the tile's queries and
+// output accumulators [R][D]; a key tile [T][D + 1] (the pad puts the keys
+// a warp scores at once in different banks) and a value tile [T][D]; the
+// scores [R][T]; each row's running max, sum, rescale factor and key count.
+__host__ __device__ inline size_t attentionSharedFloats(int64_t r, int64_t t,
+                                                        int64_t d) {
+  return size_t(r * (2 * d + t + 4) + t * (2 * d + 1));
+}
+
+template <typename T> __device__ __forceinline__ float toFloat(T x);
+template <> __device__ __forceinline__ float toFloat(float x) { return x; }
+template <> __device__ __forceinline__ float toFloat(__half x) {
+  return __half2float(x);
+}
+template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+/// The key and value tiles at once: kDst[jj * (d + 1) + e] and
+/// vDst[jj * d + e] = row jj, element e of k and v (jj < cnt, e < d), rows
+/// `rowStride` elements apart (the same layout for both). `vec`: rows start
+/// 16-byte aligned and d * sizeof(T) is a multiple of 16, so each thread
+/// moves 16 bytes per load, eight loads (four of k, four of v) in flight
+/// before the first use.
+template <typename T>
+__device__ void loadKvTileTyped(const T *__restrict__ k,
+                                const T *__restrict__ v, int64_t rowStride,
+                                int cnt, int64_t d, float *kDst, float *vDst,
+                                bool vec) {
+  if (vec) {
+    constexpr int kPer = 16 / int(sizeof(T));
+    constexpr int kBatch = 4;
+    // 32-bit index arithmetic: a tile is at most 32 rows of 4096 elements,
+    // and 64-bit division is a long instruction sequence on the GPU.
+    const int chunks = int(d) / kPer, total = cnt * chunks;
+    for (int c0 = int(threadIdx.x); c0 < total; c0 += kBatch * int(blockDim.x)) {
+      uint4 rk[kBatch], rv[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int c = c0 + u * int(blockDim.x);
+        if (c < total) {
+          const int64_t at = int64_t(c / chunks) * rowStride + (c % chunks) * kPer;
+          rk[u] = __ldg(reinterpret_cast<const uint4 *>(k + at));
+          rv[u] = __ldg(reinterpret_cast<const uint4 *>(v + at));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int c = c0 + u * int(blockDim.x);
+        if (c < total) {
+          const T *kv = reinterpret_cast<const T *>(&rk[u]);
+          const T *vv = reinterpret_cast<const T *>(&rv[u]);
+          const int row = c / chunks, e0 = (c % chunks) * kPer;
+#pragma unroll
+          for (int w = 0; w < kPer; ++w) {
+            kDst[row * (int(d) + 1) + e0 + w] = toFloat(kv[w]);
+            vDst[row * int(d) + e0 + w] = toFloat(vv[w]);
+          }
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t c = threadIdx.x; c < cnt * d; c += blockDim.x) {
+    const int64_t row = c / d, e = c % d, at = row * rowStride + e;
+    kDst[row * (d + 1) + e] = toFloat(k[at]);
+    vDst[row * d + e] = toFloat(v[at]);
+  }
+}
+
+/// k and v share a dtype (the loader checks it).
+__device__ void loadKvTile(In k, In v, int64_t first, int64_t rowStride,
+                           int cnt, int64_t d, float *kDst, float *vDst,
+                           bool vec) {
+  switch (k.dt) {
+  case Dt::F32:
+    return loadKvTileTyped(static_cast<const float *>(k.data) + first,
+                           static_cast<const float *>(v.data) + first,
+                           rowStride, cnt, d, kDst, vDst, vec);
+  case Dt::F16:
+    return loadKvTileTyped(static_cast<const __half *>(k.data) + first,
+                           static_cast<const __half *>(v.data) + first,
+                           rowStride, cnt, d, kDst, vDst, vec);
+  case Dt::BF16:
+    return loadKvTileTyped(static_cast<const __nv_bfloat16 *>(k.data) + first,
+                           static_cast<const __nv_bfloat16 *>(v.data) + first,
+                           rowStride, cnt, d, kDst, vDst, vec);
+  default: // integer storage: never an attention operand (the loader refuses)
+    for (int64_t c = threadIdx.x; c < cnt * d; c += blockDim.x) {
+      const int64_t row = c / d, e = c % d, at = first + row * rowStride + e;
+      kDst[row * (d + 1) + e] = load(k, at);
+      vDst[row * d + e] = load(v, at);
+    }
+  }
+}
+
+struct AttentionLaunch {
+  AttentionArgs a;
+  int rowTile, keyTile, splits, rowTiles;
+  int64_t keysPerSplit;
+  bool vec; // 16-byte loads of k and v (loadKvTileTyped)
+};
+
+/// Keys query row i of batch b attends to: [0, n).
+__device__ __forceinline__ int64_t attendedKeys(const AttentionArgs &a,
+                                                int64_t b, int64_t i) {
+  if (a.position.data) {
+    const int64_t pos = loadInt(a.position, b);
+    return a.causal ? pos + i + 1 : pos + a.seq;
+  }
+  return a.causal ? i + 1 : a.seq;
+}
+
+__global__ void attentionSplitKernel(AttentionLaunch L) {
+  const AttentionArgs &a = L.a;
   if (a.error && a.error->code != kDeviceErrorNone)
     return; // a cache position was out of range: the host reports it
   extern __shared__ float shared[];
   const int64_t d = a.headDim;
-  float *qs = shared;          // [D] this query
-  float *acc = qs + d;         // [D] running sum of p_j v_j
-  float *p = acc + d;          // [kKeyTile] scores, then exp(score - max)
-  float *scratch = p + kKeyTile; // [32] reductions
+  const int R = L.rowTile, T = L.keyTile;
+  float *qs = shared;                 // [R][D]
+  float *acc = qs + R * d;            // [R][D]
+  float *ks = acc + R * d;            // [T][D + 1]
+  float *vs = ks + T * (d + 1);       // [T][D]
+  float *p = vs + T * d;              // [R][T]
+  float *mRow = p + R * T, *lRow = mRow + R, *alpha = lRow + R; // [R] each
+  float *nRow = alpha + R; // [R] keys each row attends to (exact below 2^24)
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int warps = int(blockDim.x) >> 5;
-  const int64_t group = a.heads / a.kvHeads;
-  const int64_t queries = a.batch * a.seq * a.heads;
+  const int64_t group = a.heads / a.kvHeads, rowsPerSet = a.seq * group;
 
-  for (int64_t qi = blockIdx.x; qi < queries; qi += gridDim.x) {
-    // qi = (b * S + i) * Hq + h, which is also q's and o's row index.
-    const int64_t h = qi % a.heads, i = (qi / a.heads) % a.seq;
-    const int64_t b = qi / (a.heads * a.seq);
-    const int64_t kvh = h / group; // GQA: query head h reads kv head h/g
-    int64_t n; // keys this query attends to: [0, n)
-    if (a.position.data) {
-      const int64_t pos = loadInt(a.position, b);
-      n = a.causal ? pos + i + 1 : pos + a.seq;
-    } else {
-      n = a.causal ? i + 1 : a.seq;
-    }
-    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-      qs[e] = load(a.q, qi * d + e);
-      acc[e] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f; // running max and sum of exp
+  const int split = int(blockIdx.y);
+  const int64_t set = int64_t(blockIdx.x) / L.rowTiles;
+  const int64_t firstRow = (int64_t(blockIdx.x) % L.rowTiles) * R;
+  const int rows = int(min(int64_t(R), rowsPerSet - firstRow));
+  const int64_t b = set / a.kvHeads, kvh = set % a.kvHeads;
+  // Row r of the tile: query i = row / group, head kvh * group + row % group;
+  // its q/o row index is (b * S + i) * Hq + h.
+  auto qRow = [&](int r) {
+    const int64_t row = firstRow + r, i = row / group;
+    return (b * a.seq + i) * a.heads + kvh * group + row % group;
+  };
+  auto queryPos = [&](int r) { return (firstRow + r) / group; };
+
+  // This block's keys: its split's range, up to the last row's extent (the
+  // rows of a tile are in query order, so the last attends to the most).
+  const int64_t kBegin = int64_t(split) * L.keysPerSplit;
+  const int64_t kEnd = min(kBegin + L.keysPerSplit,
+                           attendedKeys(a, b, queryPos(rows - 1)));
+
+  for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
+    qs[x] = load(a.q, qRow(int(x / d)) * d + x % d);
+    acc[x] = 0.0f;
+  }
+  for (int r = int(threadIdx.x); r < rows; r += int(blockDim.x)) {
+    mRow[r] = -INFINITY;
+    lRow[r] = 0.0f;
+    nRow[r] = float(attendedKeys(a, b, queryPos(r)));
+  }
+  __syncthreads();
+
+  const int64_t keyRowStride = a.kvHeads * d; // elements between keys
+  for (int64_t j0 = kBegin; j0 < kEnd; j0 += T) {
+    const int cnt = int(min(int64_t(T), kEnd - j0));
+    const int64_t first = ((b * a.keyStride + j0) * a.kvHeads + kvh) * d;
+    loadKvTile(a.k, a.v, first, keyRowStride, cnt, d, ks, vs, L.vec);
     __syncthreads();
-    for (int64_t j0 = 0; j0 < n; j0 += kKeyTile) {
-      const int cnt = int(n - j0 < kKeyTile ? n - j0 : kKeyTile);
-      // Scores: one warp per key, lanes across D (coalesced).
-      for (int jj = warp; jj < cnt; jj += warps) {
-        const int64_t kBase =
-            ((b * a.keyStride + j0 + jj) * a.kvHeads + kvh) * d;
-        float dot = 0.0f;
-        for (int64_t e = lane; e < d; e += 32)
-          dot += qs[e] * load(a.k, kBase + e);
-        dot = warpReduce<false>(dot);
-        if (lane == 0)
-          p[jj] = dot * a.scale;
+    // Scores and the online softmax: one warp per row, one lane per key.
+    for (int r = warp; r < rows; r += warps) {
+      const int64_t n = int64_t(nRow[r]);
+      const int jj = lane;
+      float s = -INFINITY;
+      if (jj < cnt && j0 + jj < n) {
+        const float *qr = qs + r * d, *kr = ks + jj * (d + 1);
+        // Four independent sums: a chain of d dependent FMAs would bound
+        // the step by latency.
+        float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+        int64_t e = 0;
+        for (; e + 4 <= d; e += 4) {
+          d0 += qr[e] * kr[e];
+          d1 += qr[e + 1] * kr[e + 1];
+          d2 += qr[e + 2] * kr[e + 2];
+          d3 += qr[e + 3] * kr[e + 3];
+        }
+        for (; e < d; ++e)
+          d0 += qr[e] * kr[e];
+        s = ((d0 + d1) + (d2 + d3)) * a.scale;
       }
-      __syncthreads();
-      float tileMax = -INFINITY;
-      for (int jj = int(threadIdx.x); jj < cnt; jj += int(blockDim.x))
-        tileMax = fmaxf(tileMax, p[jj]);
-      tileMax = blockReduce<true>(tileMax, scratch);
-      const float mNew = fmaxf(m, tileMax);
-      const float alpha = expf(m - mNew); // 0 on the first tile
-      float tileSum = 0.0f;
-      for (int jj = int(threadIdx.x); jj < cnt; jj += int(blockDim.x)) {
-        p[jj] = expf(p[jj] - mNew);
-        tileSum += p[jj];
+      const float mOld = mRow[r], lOld = lRow[r];
+      float tileMax = warpReduce<true>(s);
+      const float mNew = fmaxf(mOld, tileMax);
+      // No key seen yet (mNew = -inf): nothing to rescale or add.
+      const float pj = mNew == -INFINITY ? 0.0f : expf(s - mNew);
+      const float sum = warpReduce<false>(pj);
+      if (jj < T)
+        p[r * T + jj] = pj;
+      // Every lane has read mRow[r] and lRow[r] before lane 0 rewrites them
+      // (shuffles order registers, not shared memory: racecheck saw it).
+      __syncwarp();
+      if (lane == 0) {
+        const float al = mNew == -INFINITY ? 1.0f : expf(mOld - mNew);
+        alpha[r] = al;
+        lRow[r] = lOld * al + sum;
+        mRow[r] = mNew;
       }
-      tileSum = blockReduce<false>(tileSum, scratch); // also publishes p
-      l = l * alpha + tileSum;
-      m = mNew;
-      // Values: threads across D (coalesced), each owning its acc[e].
-      for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-        float s = acc[e] * alpha;
-        for (int jj = 0; jj < cnt; ++jj)
-          s += p[jj] *
-               load(a.v, ((b * a.keyStride + j0 + jj) * a.kvHeads + kvh) * d +
-                             e);
-        acc[e] = s;
+    }
+    __syncthreads();
+    // Values: one thread per (row, e), coalesced across e.
+    for (int x = int(threadIdx.x); x < rows * int(d); x += int(blockDim.x)) {
+      const int r = x / int(d), e = x % int(d);
+      const float *pr = p + r * T;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+      int jj = 0;
+      for (; jj + 4 <= cnt; jj += 4) {
+        s0 += pr[jj] * vs[jj * d + e];
+        s1 += pr[jj + 1] * vs[(jj + 1) * d + e];
+        s2 += pr[jj + 2] * vs[(jj + 2) * d + e];
+        s3 += pr[jj + 3] * vs[(jj + 3) * d + e];
       }
-      __syncthreads(); // p is rewritten by the next tile
+      for (; jj < cnt; ++jj)
+        s0 += pr[jj] * vs[jj * d + e];
+      acc[x] = acc[x] * alpha[r] + ((s0 + s1) + (s2 + s3));
+    }
+    __syncthreads(); // the tiles are rewritten by the next step
+  }
+
+  if (L.splits == 1) {
+    for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
+      const int r = int(x / d);
+      store(a.o, qRow(r) * d + x % d,
+            lRow[r] > 0.0f ? acc[x] / lRow[r] : 0.0f);
+    }
+    return;
+  }
+  // Partial of (row, split): [max, sum, acc[D]], all written (zeros for an
+  // empty range) so the combine sums without branches.
+  for (int r = 0; r < rows; ++r) {
+    float *part = a.partials + (qRow(r) * L.splits + split) * (d + 2);
+    if (threadIdx.x == 0) {
+      part[0] = mRow[r];
+      part[1] = lRow[r];
     }
     for (int64_t e = threadIdx.x; e < d; e += blockDim.x)
-      store(a.o, qi * d + e, n > 0 ? acc[e] / l : 0.0f);
-    __syncthreads(); // qs and acc are rewritten by the next query
+      part[2 + e] = acc[r * d + e];
+  }
+}
+
+/// One block per query row: o = sum_s acc_s e^(m_s - m) / sum_s l_s e^(m_s - m)
+/// over the splits whose key range the row reached. The weights go to shared
+/// memory first, so the sum over splits is independent loads, not a chain
+/// of dependent ones.
+__global__ void attentionCombineKernel(AttentionLaunch L) {
+  const AttentionArgs &a = L.a;
+  if (a.error && a.error->code != kDeviceErrorNone)
+    return;
+  extern __shared__ float weight[]; // [splits], then 32 for reductions
+  float *scratch = weight + L.splits;
+  const int64_t d = a.headDim, queries = a.batch * a.seq * a.heads;
+  for (int64_t qi = blockIdx.x; qi < queries; qi += gridDim.x) {
+    const int64_t i = (qi / a.heads) % a.seq, b = qi / (a.heads * a.seq);
+    const int64_t n = attendedKeys(a, b, i);
+    const int used = int(min(int64_t(L.splits),
+                             (n + L.keysPerSplit - 1) / L.keysPerSplit));
+    const float *part = a.partials + qi * L.splits * (d + 2);
+    float m = -INFINITY;
+    for (int s = int(threadIdx.x); s < used; s += int(blockDim.x))
+      if (part[s * (d + 2) + 1] > 0.0f)
+        m = fmaxf(m, part[s * (d + 2)]);
+    m = blockReduce<true>(m, scratch);
+    float l = 0.0f;
+    for (int s = int(threadIdx.x); s < used; s += int(blockDim.x)) {
+      const float ls = part[s * (d + 2) + 1];
+      const float w = ls > 0.0f ? expf(part[s * (d + 2)] - m) : 0.0f;
+      weight[s] = w;
+      l += ls * w;
+    }
+    l = blockReduce<false>(l, scratch); // also publishes weight[]
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    // Independent loads, eight in flight (every partial is written, and an
+    // unused split has weight 0 and finite zeros).
+    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+      const float *col = part + 2 + e;
+      float o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int s = 0;
+      for (; s + 8 <= used; s += 8) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          o[u] += col[(s + u) * (d + 2)] * weight[s + u];
+      }
+      for (; s < used; ++s)
+        o[0] += col[s * (d + 2)] * weight[s];
+      store(a.o, qi * d + e,
+            (((o[0] + o[1]) + (o[2] + o[3])) + ((o[4] + o[5]) + (o[6] + o[7]))) *
+                inv);
+    }
+    __syncthreads(); // weight[] is rewritten for the next row
   }
 }
 
@@ -560,14 +785,98 @@ cudaError_t launchEmbedding(In ids, In table, Out out, int64_t numIds,
   return cudaGetLastError();
 }
 
-cudaError_t launchAttention(const AttentionArgs &args, cudaStream_t stream) {
+AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
+                              int64_t kvHeads, int64_t headDim,
+                              int64_t keyRows, int multiprocessors) {
+  AttentionTiling t;
+  if (kvHeads <= 0 || heads % kvHeads != 0 || headDim <= 0 ||
+      headDim > kMaxAttentionHeadDim)
+    return t;
+  const int64_t rowsPerSet = seq * (heads / kvHeads);
+  // Without the opt-in (which costs occupancy) a block has 48 KiB; a large
+  // head_dim takes fewer keys and rows per step, and past that the opt-in.
+  constexpr size_t kDefaultShared = 48 << 10, kOptInShared = 227 << 10;
+  int64_t r = std::min<int64_t>(kAttentionRowTile, std::max<int64_t>(rowsPerSet, 1));
+  int64_t k = kAttentionKeyTile;
+  auto bytes = [&] { return attentionSharedFloats(r, k, headDim) * sizeof(float); };
+  while (bytes() > kDefaultShared && k > 1)
+    k /= 2;
+  while (bytes() > kDefaultShared && r > 1)
+    r /= 2;
+  if (bytes() > kOptInShared)
+    return t;
+  t.fits = true;
+  t.rowTile = int(r);
+  t.keyTile = int(k);
+  t.sharedBytes = bytes();
+  // Enough blocks for ~4 per multiprocessor, each range at least one key
+  // tile (fewer splits when the rows alone fill the GPU, e.g. prefill).
+  const int64_t rowTiles = (rowsPerSet + r - 1) / r;
+  const int64_t blocks = std::max<int64_t>(batch * kvHeads * rowTiles, 1);
+  int64_t splits = 1;
+  if (multiprocessors > 0 && keyRows > 0) {
+    const int64_t want = (4 * int64_t(multiprocessors) + blocks - 1) / blocks;
+    const int64_t most = std::max<int64_t>(keyRows / k, 1);
+    // At most 1024: the combine keeps one weight per split in shared memory.
+    splits = std::max<int64_t>(1, std::min({want, most, int64_t(1024)}));
+  }
+  int64_t per = (std::max<int64_t>(keyRows, 1) + splits - 1) / splits;
+  per = (per + k - 1) / k * k;
+  splits = (std::max<int64_t>(keyRows, 1) + per - 1) / per;
+  t.splits = int(splits);
+  t.keysPerSplit = per;
+  if (splits > 1)
+    t.workspaceBytes = size_t(batch * seq * heads) * size_t(splits) *
+                       size_t(headDim + 2) * sizeof(float);
+  return t;
+}
+
+cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
+                            cudaStream_t stream) {
   const int64_t queries = args.batch * args.seq * args.heads;
   if (queries == 0 || args.headDim == 0)
     return cudaSuccess;
-  const size_t sharedBytes =
-      size_t(2 * args.headDim + kKeyTile + 32) * sizeof(float);
-  attentionKernel<<<gridFor(queries, 1), kAttentionThreads, sharedBytes,
-                    stream>>>(args);
+  AttentionTiling t =
+      planAttention(args.batch, args.seq, args.heads, args.kvHeads,
+                    args.headDim, args.keyStride,
+                    args.partials ? multiprocessors : 0);
+  if (!t.fits)
+    return cudaErrorInvalidValue; // Kernels.cpp checks head_dim first
+  AttentionLaunch L;
+  L.a = args;
+  L.rowTile = t.rowTile;
+  L.keyTile = t.keyTile;
+  L.splits = t.splits;
+  L.keysPerSplit = t.keysPerSplit;
+  const int64_t rowsPerSet = args.seq * (args.heads / args.kvHeads);
+  L.rowTiles = int((rowsPerSet + t.rowTile - 1) / t.rowTile);
+  auto vectorizable = [&](In x) {
+    const size_t size = x.dt == Dt::F32 ? 4 : 2;
+    return x.dt != Dt::I32 && x.dt != Dt::I64 &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+           (size_t(args.headDim) * size) % 16 == 0;
+  };
+  L.vec = args.k.dt == args.v.dt && vectorizable(args.k) &&
+          vectorizable(args.v);
+  if (t.sharedBytes > (48u << 10)) {
+    cudaError_t e = cudaFuncSetAttribute(
+        attentionSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        int(t.sharedBytes));
+    if (e != cudaSuccess)
+      return e;
+  }
+  const int64_t sets = args.batch * args.kvHeads * L.rowTiles;
+  if (sets > INT32_MAX || t.splits > 65535) // gridDim.x, gridDim.y
+    return cudaErrorInvalidConfiguration;
+  attentionSplitKernel<<<dim3(unsigned(sets), unsigned(t.splits)),
+                         kAttentionThreads, t.sharedBytes, stream>>>(L);
+  if (t.splits > 1) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+      return e;
+    attentionCombineKernel<<<gridFor(queries, 1), kAttentionThreads,
+                             size_t(t.splits + 32) * sizeof(float), stream>>>(L);
+  }
   return cudaGetLastError();
 }
 

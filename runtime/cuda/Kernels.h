@@ -78,11 +78,28 @@ Status embedding(const TensorRef &ids, const TensorRef &table,
                  const TensorRef &out, int64_t vocabStart,
                  cudaStream_t stream);
 
+/// Scratch for split-KV attention (flash-decoding): the keys of each
+/// (batch, KV head) are split across blocks whose partial softmax results a
+/// second kernel combines, so a decode step over a long cache spreads over
+/// the whole GPU. Allocate attentionWorkspaceBytes once, when the plan is
+/// prepared (launchers never allocate); with no workspace (or a smaller
+/// one) every block walks all its keys.
+struct AttentionWorkspace {
+  void *data = nullptr;
+  size_t bytes = 0;
+  int multiprocessors = 0; // of the GPU it runs on
+};
+/// Bytes of workspace attention over `keyRows` keys (S, or the cache's
+/// maxS) uses on a GPU with `multiprocessors`; 0 when it would not split.
+/// q [B, S, Hq, D].
+size_t attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
+                               int64_t keyRows, int multiprocessors);
+
 /// q, o [B, S, Hq, D]; k, v [B, S, Hkv, D]; query head h reads KV head
 /// h / (Hq / Hkv); causal: query i sees keys [0, i].
 Status attention(const TensorRef &q, const TensorRef &k, const TensorRef &v,
                  const TensorRef &o, const AttentionParams &params,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const AttentionWorkspace &ws = {});
 
 /// With a KV cache [B, maxS, Hkv, D] (k and v caches, updated in place; a
 /// plan whose updated cache is another buffer copies the cache there first):
@@ -97,7 +114,8 @@ Status attentionWithCache(const TensorRef &q, const TensorRef &k,
                           const TensorRef &v, const TensorRef &kCache,
                           const TensorRef &vCache, const TensorRef &position,
                           const TensorRef &o, const AttentionParams &params,
-                          DeviceErrorRecord *errors, cudaStream_t stream);
+                          DeviceErrorRecord *errors, cudaStream_t stream,
+                          const AttentionWorkspace &ws = {});
 
 // Layout ops move bytes, so they serve every dtype; input and output dtypes
 // must match. Pointers need no alignment (copies fall back to narrower

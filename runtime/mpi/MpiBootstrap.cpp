@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 
 using namespace braid::rt;
 
@@ -112,6 +114,22 @@ bool braid::rt::mpi::launchedByMpiLauncher() {
     if (std::getenv(var))
       return true;
   return false;
+}
+
+std::optional<int> braid::rt::mpi::launcherLocalRank() {
+  for (const char *var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char *text = std::getenv(var);
+    if (!text)
+      continue;
+    std::string_view s(text);
+    int value = -1;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec == std::errc() && end == s.data() + s.size() && value >= 0)
+      return value;
+  }
+  return std::nullopt;
 }
 
 Expected<std::unique_ptr<Bootstrap>>

@@ -12,12 +12,18 @@
 #include "runtime/Bootstrap.h"
 
 #include <memory>
+#include <optional>
 
 namespace braid::rt::mpi {
 
 /// True when a launcher started this process as one rank of several: Open
 /// MPI's mpirun, a PMI/PMIx launcher (MPICH, srun) or Slurm.
 bool launchedByMpiLauncher();
+
+/// This process's rank on its node as the launcher's environment gives it
+/// (Open MPI, MVAPICH2, MPICH/Intel MPI's Hydra, Slurm): known before
+/// MPI_Init, when the GPU must already be chosen. Nullopt when none is set.
+std::optional<int> launcherLocalRank();
 
 /// MPI_Init and the node-local communicator. One per process; finalizes MPI
 /// when destroyed.

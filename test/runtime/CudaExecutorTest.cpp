@@ -13,6 +13,7 @@
 #include "runtime/Interpreter.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Executor.h"
+#include "test/runtime/GpuTestUtil.h"
 #include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/StreamPlan.h"
 #include "test/runtime/PlanTestUtil.h"
@@ -27,12 +28,7 @@ namespace plan = braid::plan;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                     \
-  do {                                                                         \
-    ::braid::rt::Status braidGpu_ = ::braid::rt::cuda::cudaDeviceAvailable();  \
-    if (!braidGpu_)                                                            \
-      GTEST_SKIP() << "no usable GPU: " << braidGpu_.message();                \
-  } while (0)
+#define SKIP_WITHOUT_GPU() BRAID_SKIP_WITHOUT_GPU()
 
 std::vector<float> wave(int64_t n, float phase) {
   std::vector<float> v;

@@ -30,10 +30,12 @@
 #include "runtime/cuda/DeviceKernels.h" // the copy plan, tested without a GPU
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/Resources.h"
+#include "test/runtime/GpuTestUtil.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -153,13 +155,11 @@ std::string paramName(const testing::TestParamInfo<DType> &info) {
 }
 
 /// A test that needs a GPU: skips with cudaDeviceAvailable's reason when
-/// there is none. Owns its device buffers and a non-blocking stream.
+/// there is none (fails with BRAID_REQUIRE_GPU=1). Owns its device buffers and a non-blocking stream.
 class CudaTest : public testing::Test {
 public:
   void SetUp() override {
-    Status available = cu::cudaDeviceAvailable();
-    if (!available)
-      GTEST_SKIP() << available.message();
+    BRAID_SKIP_WITHOUT_GPU();
     ASSERT_CUDA(cudaStreamCreateWithFlags(stream_.out(),
                                           cudaStreamNonBlocking));
   }
@@ -220,9 +220,12 @@ TEST(CudaDevice, ReportsWhyNoneIsUsable) {
     EXPECT_NE(available.message().find("no usable CUDA device"),
               std::string::npos)
         << available.message();
-    GTEST_SKIP() << available.message();
+    BRAID_SKIP_WITHOUT_GPU();
   }
   int count = 0;
+  auto described = cu::describeGpus();
+  ASSERT_TRUE(described) << described.status().message();
+  EXPECT_NE(described->find("GPU 0: "), std::string::npos) << *described;
   EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   EXPECT_GT(count, 0);
 }
@@ -505,9 +508,21 @@ namespace {
 /// Prefill (S = 9) then decode steps (S = 1) against the CPU, with the same
 /// device position buffer rewritten between steps; in graph mode the decode
 /// step is captured once and replayed.
-void runDecode(CudaTest &t, DType dt, bool graph) {
+/// `split`: with a split-KV workspace sized for a 132-multiprocessor GPU
+/// (the partials and their combine inside the captured graph too).
+void runDecode(CudaTest &t, DType dt, bool graph, bool split = false) {
   const int64_t b = 2, hq = 4, hkv = 2, d = 64, maxS = 80, prefill = 9;
   const int steps = 4;
+  cu::AttentionWorkspace ws;
+  if (split) {
+    ws.multiprocessors = 132;
+    ws.bytes = cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132);
+    ASSERT_GT(ws.bytes, 0u) << "decode over 80 keys should split";
+    // The prefill (S = 9) may split differently: size for the larger.
+    ws.bytes = std::max(ws.bytes, cu::attentionWorkspaceBytes(
+                                      {b, prefill, hq, d}, hkv, maxS, 132));
+    ws.data = t.rawAlloc(ws.bytes);
+  }
   AttentionParams p = attnParams(hq, hkv, d, true);
   uint32_t seed = graph ? 211 : 111;
   HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
@@ -527,7 +542,7 @@ void runDecode(CudaTest &t, DType dt, bool graph) {
     cu::TensorRef o = t.alloc(dt, q.shape);
     ASSERT_OK(cu::attentionWithCache(t.upload(q), t.upload(k), t.upload(v),
                                      dkc, dvc, pos, o, p, flag->get(),
-                                     t.stream()));
+                                     t.stream(), ws));
     ASSERT_OK(flag->check(t.stream()));
     auto want = cpu::attentionWithCache(
         asF(q), asF(k), asF(v), ckc, cvc,
@@ -545,7 +560,7 @@ void runDecode(CudaTest &t, DType dt, bool graph) {
     ASSERT_CUDA(
         cudaStreamBeginCapture(t.stream(), cudaStreamCaptureModeThreadLocal));
     Status captured = cu::attentionWithCache(q, k, v, dkc, dvc, pos, o, p,
-                                             flag->get(), t.stream());
+                                             flag->get(), t.stream(), ws);
     ASSERT_CUDA(cudaStreamEndCapture(t.stream(), g.out()));
     ASSERT_OK(captured);
     ASSERT_CUDA(cudaGraphInstantiate(exec.out(), g.get(), 0));
@@ -567,7 +582,7 @@ void runDecode(CudaTest &t, DType dt, bool graph) {
       ASSERT_CUDA(cudaGraphLaunch(exec.get(), t.stream()));
     else
       ASSERT_OK(cu::attentionWithCache(q, k, v, dkc, dvc, pos, o, p,
-                                       flag->get(), t.stream()));
+                                       flag->get(), t.stream(), ws));
     ASSERT_OK(flag->check(t.stream()));
     auto want = cpu::attentionWithCache(asF(hq_), asF(hk), asF(hv), ckc, cvc,
                                         ITensor{{b}, now}, p);
@@ -585,6 +600,62 @@ TEST_P(CudaKernels, AttentionDecodeSteps) { runDecode(*this, GetParam(), false);
 
 TEST_P(CudaKernels, AttentionDecodeStepsCapturedInGraph) {
   runDecode(*this, GetParam(), true);
+}
+
+TEST_P(CudaKernels, AttentionSplitKvDecodeStepsCapturedInGraph) {
+  runDecode(*this, GetParam(), true, /*split=*/true);
+}
+
+// Split-KV attention (flash-decoding) against the CPU kernel: long caches
+// split across many blocks, positions at the cache's end, at its start and
+// inside one key range; GQA and MHA; a head_dim that is not a multiple of
+// the 16-byte load; prefill rows that span several row tiles.
+TEST_P(CudaKernels, AttentionSplitKvMatchesCpu) {
+  DType dt = GetParam();
+  struct Case {
+    int64_t b, s, hq, hkv, d, maxS;
+    std::vector<int64_t> pos;
+    bool causal;
+  };
+  uint32_t seed = 301;
+  for (const Case &c :
+       {Case{2, 1, 32, 8, 128, 4096, {4095, 700}, true}, // Llama-3-8B decode
+        Case{2, 1, 32, 8, 128, 4096, {0, 63}, true},     // nearly empty
+        Case{1, 1, 4, 4, 64, 300, {299}, true},          // MHA, ragged tile
+        Case{1, 1, 8, 2, 36, 520, {517}, false},         // D * 2 % 16 != 0
+        Case{1, 40, 8, 2, 64, 2048, {1000}, true},       // chunked prefill
+        Case{2, 3, 16, 2, 128, 1024, {1021, 5}, false}}) {
+    std::string what = "split-KV attention s" + std::to_string(c.s) + " hq" +
+                       std::to_string(c.hq) + " hkv" + std::to_string(c.hkv) +
+                       " d" + std::to_string(c.d) + " maxS" +
+                       std::to_string(c.maxS) + " pos " +
+                       std::to_string(c.pos[0]);
+    cu::AttentionWorkspace ws;
+    ws.multiprocessors = 132;
+    ws.bytes = cu::attentionWorkspaceBytes({c.b, c.s, c.hq, c.d}, c.hkv,
+                                           c.maxS, ws.multiprocessors);
+    ASSERT_GT(ws.bytes, 0u) << what << ": this case should split";
+    ws.data = rawAlloc(ws.bytes);
+    HostTensor q = randomTensor(dt, {c.b, c.s, c.hq, c.d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor kc = randomTensor(dt, {c.b, c.maxS, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor vc = randomTensor(dt, {c.b, c.maxS, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor pos = HostTensor::fromInts(DType::I64, {c.b}, c.pos);
+    AttentionParams p = attnParams(c.hq, c.hkv, c.d, c.causal);
+    auto flag = cu::DeviceErrorFlag::create();
+    ASSERT_TRUE(flag) << flag.status().message();
+    cu::TensorRef o = alloc(dt, q.shape);
+    ASSERT_OK(cu::attentionWithCache(upload(q), upload(k), upload(v),
+                                     upload(kc), upload(vc), upload(pos), o, p,
+                                     flag->get(), stream(), ws));
+    ASSERT_OK(flag->check(stream()));
+    FTensor ckc = asF(kc), cvc = asF(vc);
+    auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                        asI(pos), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(o), stored(dt, *want), what);
+  }
 }
 
 TEST_P(CudaKernels, AttentionCachePositionOutOfRange) {
@@ -883,6 +954,38 @@ TEST(CudaKernelChecks, NormRopeSoftmaxEmbeddingMatchCpuMessages) {
             cpu::embedding(ITensor{{3}, {0, 1, 2}}, zeros({4}), 0)
                 .status()
                 .message());
+}
+
+// The split-KV tiling, computed on the host: decode over a long cache
+// spreads over the GPU, prefill (rows enough) does not split, every key is
+// in one range, and shared memory fits.
+TEST(CudaKernelChecks, AttentionTilingSplitsDecodeNotPrefill) {
+  using cu::detail::planAttention;
+  auto decode = planAttention(1, 1, 32, 8, 128, 4096, 132);
+  ASSERT_TRUE(decode.fits);
+  EXPECT_GE(int64_t(decode.splits) * 8, 4 * 132 / 2)
+      << "a Llama-3-8B decode step should use most of 132 multiprocessors";
+  EXPECT_GE(decode.splits * decode.keysPerSplit, 4096);
+  EXPECT_LT((decode.splits - 1) * decode.keysPerSplit, 4096);
+  EXPECT_EQ(decode.keysPerSplit % decode.keyTile, 0);
+  EXPECT_LE(decode.sharedBytes, size_t(48) << 10);
+  EXPECT_EQ(decode.workspaceBytes,
+            size_t(32) * size_t(decode.splits) * (128 + 2) * sizeof(float));
+  EXPECT_EQ(decode.rowTile, 4) << "the 4 query heads of a GQA group";
+
+  auto prefill = planAttention(1, 4096, 32, 8, 128, 4096, 132);
+  ASSERT_TRUE(prefill.fits);
+  EXPECT_EQ(prefill.splits, 1);
+  EXPECT_EQ(prefill.workspaceBytes, 0u);
+
+  auto noGpu = planAttention(1, 1, 32, 8, 128, 4096, 0);
+  EXPECT_EQ(noGpu.splits, 1) << "no multiprocessor count: no split";
+
+  auto wide = planAttention(1, 1, 8, 8, 4096, 64, 132);
+  EXPECT_TRUE(wide.fits) << "head_dim 4096 fits with the shared-memory opt-in";
+  EXPECT_GT(wide.sharedBytes, size_t(48) << 10);
+  EXPECT_FALSE(planAttention(1, 1, 8, 8, 4097, 64, 132).fits);
+  EXPECT_FALSE(planAttention(1, 1, 6, 4, 64, 64, 132).fits) << "Hq % Hkv";
 }
 
 TEST(CudaKernelChecks, AttentionMatchesCpuMessages) {

@@ -204,21 +204,23 @@ TEST(Interpreter, SliceConcatReshapeSoftmax) {
     EXPECT_NEAR(sms[i], want[i], 1e-6f);
 }
 
+// A rule the loader leaves to the kernel (a norm weight's shape; matmul
+// shapes are the loader's own, PlanLoaderTest).
 TEST(Interpreter, RuntimeShapeErrorNamesTheOp) {
   PlanBuilder pb(1);
   FnBuilder f = pb.function("main");
-  int a = f.input("a", {2, 3}), b = f.input("b", {2, 2});
+  int x = f.input("x", {2, 2}), w = f.input("w", {3});
   int y = f.tensor({2, 2});
-  f.op(OpCode::Matmul, {a, b}, {y}).loc = "model.mlir:12:3";
+  f.op(OpCode::RmsNorm, {x, w}, {y}).loc = "model.mlir:12:3";
   f.output("y", y);
   auto runner = makeRunner(pb);
   ASSERT_TRUE(runner);
-  auto out = runner->run("main", {{{"a", f32({2, 3}, std::vector<float>(6))},
-                                   {"b", f32({2, 2}, std::vector<float>(4))}}});
+  auto out = runner->run("main", {{{"x", f32({2, 2}, std::vector<float>(4))},
+                                   {"w", f32({3}, std::vector<float>(3))}}});
   ASSERT_FALSE(out);
   EXPECT_NE(out.status().message().find(
-                "rank 0: function 'main': op 0 (matmul) at model.mlir:12:3: "
-                "matmul: contraction sizes differ"),
+                "rank 0: function 'main': op 0 (rms_norm) at model.mlir:12:3: "
+                "rms_norm: weight [3] must be [2] for input [2, 2]"),
             std::string::npos)
       << out.status().message();
 }

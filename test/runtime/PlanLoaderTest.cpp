@@ -369,6 +369,97 @@ TEST(PlanLoader, RejectsReshapeAndSliceMismatch) {
   EXPECT_CONTAINS(loadError(pb2), "dim 1 slice [2, +2) exceeds size 3");
 }
 
+namespace {
+// y = a @ b (transposed as asked), one op; the error when it is refused.
+std::string matmulError(Shape a, Shape b, Shape y, bool transA = false,
+                        bool transB = false, DType da = DType::F32,
+                        DType db = DType::F32, DType dy = DType::F32) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("main");
+  int ta = f.input("a", std::move(a), da), tb = f.input("b", std::move(b), db);
+  int ty = f.tensor(std::move(y), dy);
+  plan::OpT &mm = f.op(OpCode::Matmul, {ta, tb}, {ty});
+  mm.transpose_a = transA;
+  mm.transpose_b = transB;
+  f.output("y", ty);
+  auto plan = loadPlan(pb.finish());
+  return plan ? std::string() : plan.status().message();
+}
+} // namespace
+
+// cuBLASLt checks nothing: a matmul whose operands or result disagree
+// would read the wrong elements or write past its result on a GPU, so the
+// loader refuses it, naming the op and the tensors.
+TEST(PlanLoader, RejectsMatmulShapeMismatch) {
+  EXPECT_CONTAINS(matmulError({2, 3}, {2, 4}, {2, 4}),
+                  "function 'main': op 0 (matmul): a (tensor 0) and b "
+                  "(tensor 1): contraction sizes differ: a [2, 3] gives K=3, "
+                  "b [2, 4] gives K=2");
+  // The transposes decide which dim is K.
+  EXPECT_CONTAINS(matmulError({2, 3}, {4, 3}, {2, 4}),
+                  "contraction sizes differ: a [2, 3] gives K=3, b [4, 3] "
+                  "gives K=4");
+  EXPECT_CONTAINS(matmulError({3, 2}, {3, 4}, {2, 4}, /*transA=*/false),
+                  "a [3, 2] gives K=2, b [3, 4] gives K=3");
+  // A result of another shape than A x B (smaller: the GEMM would write
+  // past its buffer).
+  EXPECT_CONTAINS(matmulError({2, 3}, {3, 4}, {2, 2}),
+                  "op 0 (matmul): result (tensor 2) shape [2, 2] should be "
+                  "[2, 4], a [2, 3] x b [3, 4]");
+  EXPECT_CONTAINS(matmulError({3, 2}, {4, 3}, {3, 4}, true, true),
+                  "result (tensor 2) shape [3, 4] should be [2, 4], "
+                  "a [3, 2]^T x b [4, 3]^T");
+  EXPECT_CONTAINS(matmulError({2, 2, 3}, {3, 4}, {4, 4}),
+                  "result (tensor 2) shape [4, 4] should be [2, 2, 4]");
+  // B is one shared matrix or carries A's batch dims, nothing between.
+  EXPECT_CONTAINS(matmulError({2, 2, 3}, {1, 2, 3, 4}, {2, 2, 4}),
+                  "a (tensor 0) and b (tensor 1): batched b [1, 2, 3, 4] "
+                  "must have a's rank 3 (a is [2, 2, 3])");
+  EXPECT_CONTAINS(matmulError({2, 3}, {2, 3, 4}, {2, 2, 4}),
+                  "batched b [2, 3, 4] must have a's rank 2");
+  EXPECT_CONTAINS(matmulError({2, 2, 3}, {1, 3, 4}, {2, 2, 4}),
+                  "batch dim 0 differs: [2, 2, 3] vs [1, 3, 4]");
+  EXPECT_CONTAINS(matmulError({2, 5, 2, 3}, {2, 4, 3, 4}, {2, 5, 2, 4}),
+                  "batch dim 1 differs: [2, 5, 2, 3] vs [2, 4, 3, 4]");
+  EXPECT_CONTAINS(matmulError({3}, {3, 4}, {4}),
+                  "op 0 (matmul): a (tensor 0) and b (tensor 1): operands "
+                  "need rank >= 2, got [3] and [3, 4]");
+}
+
+TEST(PlanLoader, RejectsMatmulDTypeMismatch) {
+  EXPECT_CONTAINS(matmulError({2, 3}, {3, 4}, {2, 4}, false, false, DType::BF16,
+                              DType::F16, DType::BF16),
+                  "op 0 (matmul): operand 1 (tensor 1) is f16 but operand 0 "
+                  "(tensor 0) is bf16");
+  EXPECT_CONTAINS(matmulError({2, 3}, {3, 4}, {2, 4}, false, false, DType::BF16,
+                              DType::BF16, DType::F32),
+                  "op 0 (matmul): the result (tensor 2) is f32 but operand 0 "
+                  "(tensor 0) is bf16");
+  EXPECT_CONTAINS(matmulError({2, 3}, {3, 4}, {2, 4}, false, false, DType::I32,
+                              DType::I32, DType::I32),
+                  "op 0 (matmul): operand 0 (tensor 0) is i32, must be "
+                  "floating point");
+}
+
+// Every form the CPU kernel and the CUDA GEMM both run loads.
+TEST(PlanLoader, AcceptsEveryMatmulForm) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    auto ok = [t](Shape a, Shape b, Shape y, bool ta = false, bool tb = false) {
+      return matmulError(std::move(a), std::move(b), std::move(y), ta, tb, t, t,
+                         t);
+    };
+    EXPECT_EQ(ok({2, 3}, {3, 4}, {2, 4}), "");
+    EXPECT_EQ(ok({3, 2}, {4, 3}, {2, 4}, true, true), "");
+    EXPECT_EQ(ok({2, 5, 3}, {4, 3}, {2, 5, 4}, false, true), ""); // shared B
+    EXPECT_EQ(ok({2, 3, 5}, {3, 4}, {2, 5, 4}, true, false), "");
+    EXPECT_EQ(ok({2, 5, 3}, {2, 3, 4}, {2, 5, 4}), ""); // batched B
+    EXPECT_EQ(ok({2, 6, 5, 3}, {2, 6, 4, 3}, {2, 6, 5, 4}, false, true), "");
+    EXPECT_EQ(ok({2, 0}, {0, 4}, {2, 4}), ""); // K = 0: zeros
+    EXPECT_EQ(ok({0, 3}, {3, 4}, {0, 4}), "");
+  }
+}
+
 TEST(PlanLoader, RejectsMisalignedLongVector) {
   // Found by fuzz/PlanLoaderFuzzer.cpp (UBSan: misaligned int64 load in
   // toShape). The FlatBuffers Verifier checks that a vector's 4-byte length

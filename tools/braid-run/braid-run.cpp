@@ -11,7 +11,11 @@
 #include "runtime/PlanText.h"
 #include "runtime/Safetensors.h"
 #ifdef BRAID_HAVE_CUDA
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceSelect.h"
 #include "runtime/cuda/Executor.h"
+
+#include <cuda_runtime_api.h>
 #endif
 #ifdef BRAID_HAVE_MPI
 #include "runtime/mpi/MpiBootstrap.h"
@@ -48,7 +52,10 @@ the tokens and a latency summary.
                            (MPI bootstraps rank, size and the NCCL ids;
                            every rank must load the same plan)
   --devices a,b,...        cuda: GPU of each rank (under mpirun: of each
-                           local rank); default 0, 1, ...
+                           local rank); default 0, 1, ... (under mpirun:
+                           the local rank modulo the GPUs each process
+                           sees, so GPU 0 with CUDA_VISIBLE_DEVICES set per
+                           rank)
   --eager | --graph        cuda: launch op by op, or replay CUDA Graphs
                            (default --graph)
   --iters N, --warmup W    cuda: after generation, time N decode steps after
@@ -104,6 +111,10 @@ the tokens and a latency summary.
                            max|reference logit|, rtol = 1e-4; for bf16/fp16:
                            2e-2 x max|reference logit| and 2e-2)
   --print-plan             print the plan as text and exit
+
+  braid-run --probe-gpu    print the CUDA driver and runtime versions and
+                           the GPUs, exit 0; or why no GPU can be used,
+                           exit 1 (the test suites' one GPU check)
 )";
 
 struct Options {
@@ -695,10 +706,16 @@ Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
                       std::to_string(processes.size()) + " processes";
   }
 #ifdef BRAID_HAVE_CUDA
-  // A process without a usable GPU is known before any rank waits for it.
-  if (id.loadError.empty() && id.setupError.empty())
+  // A process without a usable GPU, or with --devices naming one it does
+  // not see, is known before any rank waits for it.
+  if (id.loadError.empty() && id.setupError.empty()) {
     if (auto gpus = cuda::usableDeviceCount(); !gpus)
       id.setupError = gpus.status().message();
+    else if (auto gpu = cuda::selectDevice(processes.localRank(), *gpus,
+                                           opts->devices);
+             !gpu)
+      id.setupError = gpu.status().message();
+  }
 #endif
   return checkSameRun(processes, id);
 }
@@ -797,6 +814,32 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
   return std::nullopt;
 }
 
+#if defined(BRAID_HAVE_CUDA) && defined(BRAID_HAVE_MPI)
+/// Under mpirun/srun, makes this process's GPU current before MPI_Init: a
+/// CUDA-aware MPI (UCX, MVAPICH2) binds to the current device when it
+/// initializes, and with none chosen every process of a node would bind to
+/// (and hold a context on) GPU 0. MPI's local rank is not known yet, so
+/// the launcher's is used, with the executor's rule (DeviceSelect.h).
+/// Anything wrong here (no GPU, a bad --devices, bad flags) is left for
+/// after the bootstrap, where every process reports it alike (agreeOnRun).
+void selectDeviceBeforeMpi(int argc, char **argv) {
+  if (!mpi::launchedByMpiLauncher())
+    return;
+  std::optional<int> localRank = mpi::launcherLocalRank();
+  if (!localRank)
+    return;
+  auto o = parseArgs(argc, argv);
+  if (!o || o->backend != "cuda")
+    return;
+  auto gpus = cuda::usableDeviceCount();
+  if (!gpus)
+    return;
+  if (auto gpu = cuda::selectDevice(*localRank, *gpus, o->devices); gpu)
+    if (cudaSetDevice(*gpu) != cudaSuccess)
+      (void)cudaGetLastError(); // reported when the executor sets it again
+}
+#endif
+
 /// The MPI bootstrap when a launcher started this process as one of
 /// several; null for a single process.
 Expected<std::unique_ptr<Bootstrap>> bootstrapProcesses(int *argc,
@@ -822,7 +865,29 @@ Expected<std::unique_ptr<Bootstrap>> bootstrapProcesses(int *argc,
 
 } // namespace
 
+/// `braid-run --probe-gpu`: before MPI or anything else is set up.
+int probeGpu() {
+#ifdef BRAID_HAVE_CUDA
+  auto gpus = cuda::describeGpus();
+  if (!gpus) {
+    std::cerr << "braid-run: " << gpus.status().message() << "\n";
+    return 1;
+  }
+  std::cout << *gpus;
+  return 0;
+#else
+  std::cerr << "braid-run: no usable CUDA device: this braid-run was built "
+               "without CUDA\n";
+  return 1;
+#endif
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--probe-gpu")
+    return probeGpu();
+#if defined(BRAID_HAVE_CUDA) && defined(BRAID_HAVE_MPI)
+  selectDeviceBeforeMpi(argc, argv); // CUDA-aware MPI binds at MPI_Init
+#endif
   auto processes = bootstrapProcesses(&argc, &argv);
   if (!processes) {
     std::cerr << "braid-run: error: " + processes.status().message() + "\n";
