@@ -31,6 +31,7 @@
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Executor.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/DeviceKernels.h" // the attention tiling, reported
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
@@ -572,22 +573,57 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
   BRAID_CUDA_CHECK(cudaGetDevice(&device));
   BRAID_CUDA_CHECK(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  cu::AttentionWorkspace ws;
-  ws.multiprocessors = sms;
-  ws.bytes = cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms);
-  if (ws.bytes) {
-    auto w = alloc({int64_t(ws.bytes)}, DType::I32);
+  // The default tiling first, then a sweep of the two knobs (keys per
+  // tile, blocks per multiprocessor the split count aims at).
+  struct Variant {
+    int keyTile, perSm;
+  };
+  const std::vector<Variant> variants =
+      o.smoke ? std::vector<Variant>{{0, 0}}
+              : std::vector<Variant>{{0, 0},  {32, 4},  {32, 16},
+                                     {16, 8}, {16, 16}, {8, 16}};
+  size_t most = 0;
+  for (const Variant &v : variants)
+    most = std::max(most, cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms,
+                                                      v.keyTile, v.perSm));
+  void *scratch = nullptr;
+  if (most) {
+    auto w = alloc({int64_t(most)}, DType::I32);
     if (!w)
       return w.status();
-    ws.data = w->data;
+    scratch = w->data;
   }
   const int reps = o.smoke ? 3 : 20;
-  auto split = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, ws, reps);
-  if (!split)
-    return split.status();
+  struct Result {
+    std::string name;
+    double us;
+  };
+  std::vector<Result> results;
+  for (const Variant &var : variants) {
+    cu::AttentionWorkspace ws;
+    ws.multiprocessors = sms;
+    ws.keyTile = var.keyTile;
+    ws.blocksPerMultiprocessor = var.perSm;
+    ws.bytes = cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms, var.keyTile,
+                                           var.perSm);
+    ws.data = ws.bytes ? scratch : nullptr;
+    auto t = cu::detail::planAttention(qs[0], qs[1], qs[2], ks[2], qs[3], maxS,
+                                       int64_t(dtypeSize(dt)), sms,
+                                       var.keyTile, var.perSm);
+    auto us = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, ws, reps);
+    if (!us)
+      return us.status();
+    std::ostringstream name;
+    name << (var.keyTile == 0 ? "split-KV (default): " : "split-KV: ")
+         << t.keyTile << "-key tiles, " << t.rowTile << "-row tiles, "
+         << t.splits << " splits of " << t.keysPerSplit << " keys, "
+         << t.sharedBytes / 1024.0 << " KiB shared";
+    results.push_back({name.str(), *us});
+  }
   auto whole = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, {}, reps);
   if (!whole)
     return whole.status();
+  results.push_back({"one split: each block walks all its keys", *whole});
   // Minimum bytes: cache rows [0, position + 1) of k and v read once, the
   // new k, v rows read and written, q read and o written.
   const double rowBytes = double(cacheBytes) / double(maxS);
@@ -608,9 +644,8 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
               << std::setprecision(1) << 100 * gbs / bw.peakGBs << " | "
               << 100 * gbs / bw.copyGBs << " |\n";
   };
-  row(ws.bytes ? "split-KV (flash-decoding)" : "split-KV (no split here)",
-      *split);
-  row("one block walks all keys", *whole);
+  for (const Result &r : results)
+    row(r.name.c_str(), r.us);
   std::cout.unsetf(std::ios::floatfield);
   return Status::ok();
 }

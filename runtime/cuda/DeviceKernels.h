@@ -84,6 +84,8 @@ struct AttentionArgs {
   const DeviceErrorRecord *error; // with a cache: skip while set
   /// Split-KV scratch (AttentionTiling::workspaceBytes); null: one split.
   float *partials = nullptr;
+  /// Tiling knobs (planAttention); 0: the defaults. Benchmarks sweep them.
+  int keyTile = 0, blocksPerMultiprocessor = 0;
 };
 
 /// How launchAttention divides the work (flash-decoding): the query rows of
@@ -97,15 +99,23 @@ struct AttentionArgs {
 /// once when a plan is prepared and again, identically, at each launch.
 struct AttentionTiling {
   int rowTile = 1, keyTile = 1, splits = 1;
+  int stages = 1; // key/value tiles in flight (cp.async double-buffering)
   int64_t keysPerSplit = 0;
   size_t sharedBytes = 0;
   size_t workspaceBytes = 0; // partials, when splits > 1
   bool fits = false; // false: head_dim too large for shared memory
 };
 /// `multiprocessors` 0 (or no workspace to be had): one split.
+/// `keyTile` (at most 32) and `blocksPerMultiprocessor` (the split count's
+/// target) 0: the defaults, 32 and 4.
+/// `elemBytes`: the k/v storage size (2 or 4; else it does not fit).
 AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
                               int64_t kvHeads, int64_t headDim,
-                              int64_t keyRows, int multiprocessors);
+                              int64_t keyRows, int64_t elemBytes,
+                              int multiprocessors, int keyTile = 0,
+                              int blocksPerMultiprocessor = 0);
+/// Bytes per element of a k/v storage dtype attention takes (2 or 4), or 0.
+int64_t attentionElemBytes(Dt dt);
 /// Largest head_dim launchAttention takes.
 constexpr int64_t kMaxAttentionHeadDim = 4096;
 /// `multiprocessors` as given to planAttention; args.partials must hold

@@ -9,6 +9,7 @@
 #include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
+#include "runtime/cuda/RankFaults.h"
 #include "runtime/cuda/Resources.h"
 #include "runtime/cuda/StreamPlan.h"
 
@@ -193,18 +194,32 @@ cuda::planFunctionStreams(const plan::Function &f,
 
 namespace braid::rt::cuda {
 
-class CudaRank {
+class CudaRank final : private CommTeardown {
 public:
-  static Expected<std::unique_ptr<CudaRank>>
-  create(LoadedPlan plan, int rank, int device,
-         const std::map<CommIdKey, ncclUniqueId> &ids,
-         const ExecutorOptions &options);
-  ~CudaRank();
+  /// Makes no CUDA call: setUp and connect (on the rank's thread) do.
+  CudaRank(LoadedPlan plan, int rank, int device, ExecutorOptions options)
+      : plan_(std::move(plan)), rank_(rank), device_(device),
+        options_(options) {}
+  ~CudaRank() override;
+
+  /// Everything that can fail on this rank alone: memory, weights, streams,
+  /// events, cuBLASLt, GEMM plans. No NCCL call (setUpRanks, RankFaults.h).
+  Status setUp();
+  /// The NCCL communicators; only once every rank's setUp succeeded, since
+  /// ncclCommInitRank waits for all the ranks of a communicator.
+  Status connect(const std::map<CommIdKey, ncclUniqueId> &ids);
 
   /// `cancel` is set by the runner when another rank failed: a rank
   /// waiting in a collective then aborts instead of waiting for the timeout.
+  /// A failed step aborts this rank's communicators (CommLifetime).
   Expected<TensorMap> run(const std::string &function, const TensorMap &inputs,
                           StepTiming &timing, const std::atomic<bool> &cancel);
+  /// Graphs destroyed, then communicators aborted (after another rank's
+  /// failed step: its peers' communicators are gone).
+  void abort();
+  bool hasFunction(const std::string &name) const {
+    return plan_.functionIndex(name) >= 0;
+  }
   const std::vector<OpTime> &lastProfile() const { return profile_; }
   Status setParameter(const std::string &name, const HostTensor &local);
 
@@ -232,17 +247,19 @@ private:
     std::vector<Event> opBegin, opEnd; // with options.profile
   };
 
-  CudaRank(LoadedPlan plan, int rank, int device, ExecutorOptions options)
-      : plan_(std::move(plan)), rank_(rank), device_(device),
-        options_(options) {}
-  Status init(const std::map<CommIdKey, ncclUniqueId> &ids);
   Status prepareFunction(Function &fn);
   Status enqueue(Function &fn);
   Status runOp(Function &fn, int index, cudaStream_t stream);
   Status runCollective(Function &fn, int index, const plan::Op &op,
                        cudaStream_t stream);
+  Expected<TensorMap> runStep(const std::string &function,
+                              const TensorMap &inputs, StepTiming &timing,
+                              const std::atomic<bool> &cancel);
   Status waitForStep(cudaEvent_t done, const std::atomic<bool> &cancel);
-  void abortComms();
+  // CommTeardown, in the order CommLifetime calls them.
+  void destroyGraphs() override;
+  void abortComms() override;
+  void destroyComms() override;
 
   TensorRef ref(const Function &fn, int t) const {
     const plan::Tensor &x = *fn.f->tensors()->Get(unsigned(t));
@@ -276,37 +293,42 @@ private:
   std::optional<DeviceErrorFlag> errors_;
   Event start_, stop_;
   std::map<int, Function> functions_; // by function index
-  bool broken_ = false;
+  CommLifetime lifetime_{*this};
   std::vector<OpTime> profile_;
 };
 
 } // namespace braid::rt::cuda
 
-Expected<std::unique_ptr<CudaRank>>
-CudaRank::create(LoadedPlan plan, int rank, int device,
-                 const std::map<CommIdKey, ncclUniqueId> &ids,
-                 const ExecutorOptions &options) {
-  std::unique_ptr<CudaRank> r(
-      new CudaRank(std::move(plan), rank, device, options));
-  Status st = r->init(ids);
-  if (!st)
-    return errorf("rank ", rank, " (GPU ", device, "): ", st.message());
-  return r;
-}
-
 CudaRank::~CudaRank() {
   (void)cudaSetDevice(device_);
   // Graphs hold NCCL and cuBLASLt work: they go before the communicators
-  // and the handle; the rest follows in member order.
+  // (destroyed, or already aborted) and the handle; the rest follows in
+  // member order.
+  lifetime_.end();
+  lt_.reset();
+}
+
+void CudaRank::destroyGraphs() {
   for (auto &[index, fn] : functions_) {
     fn.exec.reset();
     fn.graph.reset();
   }
-  comms_.clear();
-  lt_.reset();
 }
 
-Status CudaRank::init(const std::map<CommIdKey, ncclUniqueId> &ids) {
+void CudaRank::abortComms() {
+  for (NcclComm &c : comms_)
+    if (c)
+      (void)ncclCommAbort(c.release());
+}
+
+void CudaRank::destroyComms() { comms_.clear(); }
+
+void CudaRank::abort() {
+  (void)cudaSetDevice(device_);
+  lifetime_.abort();
+}
+
+Status CudaRank::setUp() {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   BRAID_CUDA_CHECK(cudaDeviceGetAttribute(
       &multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
@@ -363,10 +385,24 @@ Status CudaRank::init(const std::map<CommIdKey, ncclUniqueId> &ids) {
     return flag.status();
   errors_ = std::move(*flag);
 
+  // The communicators' keys (not the communicators): the functions' stream
+  // plans index them.
+  commKeys_ = planCommunicators(p);
+  if (p.functions())
+    for (unsigned i = 0; i < p.functions()->size(); ++i) {
+      Function &fn = functions_[int(i)];
+      fn.f = p.functions()->Get(i);
+      BRAID_RETURN_IF_ERROR(prepareFunction(fn));
+    }
+  return Status::ok();
+}
+
+Status CudaRank::connect(const std::map<CommIdKey, ncclUniqueId> &ids) {
+  BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  const plan::Plan &p = plan_.root();
   // One communicator per (group, stream) the collectives use. Every rank
   // creates them in the same (sorted) order, each from the id of its own
   // group instance on that stream, so the blocking inits pair up.
-  commKeys_ = planCommunicators(p);
   for (const CommKey &key : commKeys_) {
     GroupPosition pos = groupPosition(p, key.group, rank_);
     auto id = ids.find(communicatorIdOf(p, key, rank_));
@@ -378,13 +414,6 @@ Status CudaRank::init(const std::map<CommIdKey, ncclUniqueId> &ids) {
                                       pos.rankInGroup));
     comms_.push_back(std::move(comm));
   }
-
-  if (p.functions())
-    for (unsigned i = 0; i < p.functions()->size(); ++i) {
-      Function &fn = functions_[int(i)];
-      fn.f = p.functions()->Get(i);
-      BRAID_RETURN_IF_ERROR(prepareFunction(fn));
-    }
   return Status::ok();
 }
 
@@ -818,15 +847,14 @@ Status CudaRank::enqueue(Function &fn) {
   return Status::ok();
 }
 
-void CudaRank::abortComms() {
-  for (NcclComm &c : comms_)
-    if (c)
-      (void)ncclCommAbort(c.release());
-  broken_ = true;
-}
-
+// Every error return below is followed by CommLifetime::step's abort
+// (graphs destroyed first), so no rank waits on a stuck collective.
 Status CudaRank::waitForStep(cudaEvent_t done,
                              const std::atomic<bool> &cancel) {
+  // A decode step can end a few microseconds after its last launch: spin on
+  // the event for this long before sleeping between polls (a sleep costs at
+  // least its 50 us, often more, added to every step).
+  constexpr double spinSeconds = 200e-6;
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     cudaError_t q = cudaEventQuery(done);
@@ -840,34 +868,37 @@ Status CudaRank::waitForStep(cudaEvent_t done,
       if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess &&
           async != ncclSuccess && async != ncclInProgress) {
         std::string detail = ncclGetLastError(c);
-        abortComms();
         return errorf("NCCL asynchronous error: ", ncclGetErrorString(async),
                       detail.empty() ? "" : " (" + detail + ")");
       }
     }
-    if (cancel.load()) {
-      abortComms();
+    if (cancel.load())
       return errorf("aborted: another rank failed");
-    }
     double waited = std::chrono::duration<double>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-    if (waited > options_.stepTimeoutSeconds) {
-      abortComms();
+    if (waited > options_.stepTimeoutSeconds)
       return errorf("step did not finish within ", options_.stepTimeoutSeconds,
                     " s (a collective is stuck: do all ranks run the same "
                     "plan?); communicators aborted");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (waited > spinSeconds)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 Expected<TensorMap> CudaRank::run(const std::string &function,
                                   const TensorMap &inputs, StepTiming &timing,
                                   const std::atomic<bool> &cancel) {
-  if (broken_)
-    return errorf("rank ", rank_,
-                  " is unusable after an aborted step; create a new runner");
+  // A step that fails here, whatever the cause, may leave peers in
+  // collectives with this rank: its communicators are aborted.
+  return lifetime_.step(
+      [&] { return runStep(function, inputs, timing, cancel); });
+}
+
+Expected<TensorMap> CudaRank::runStep(const std::string &function,
+                                      const TensorMap &inputs,
+                                      StepTiming &timing,
+                                      const std::atomic<bool> &cancel) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   int fi = plan_.functionIndex(function);
   if (fi < 0)
@@ -1007,16 +1038,25 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   // for a single process, by rank 0 and broadcast (in key order, which
   // depends on the plan alone) for several.
   std::map<CommIdKey, ncclUniqueId> ids;
-  for (const CommIdKey &key : planCommunicatorIds(p)) {
-    ncclUniqueId &id = ids[key] = ncclUniqueId{};
-    if (!processes || processes->rank() == 0)
-      BRAID_NCCL_CHECK(ncclGetUniqueId(&id));
-  }
+  Status made = [&]() -> Status {
+    for (const CommIdKey &key : planCommunicatorIds(p)) {
+      ncclUniqueId &id = ids[key] = ncclUniqueId{};
+      if (!processes || processes->rank() == 0)
+        BRAID_NCCL_CHECK(ncclGetUniqueId(&id));
+    }
+    return Status::ok();
+  }();
+  if (!made && !processes)
+    return made;
   if (processes) {
+    // Rank 0 broadcasts even when it failed (nothing), so that the others
+    // stop at the size check instead of waiting.
     std::string blob;
-    for (const auto &[key, id] : ids)
-      blob.append(id.internal, sizeof id.internal);
+    if (made)
+      for (const auto &[key, id] : ids)
+        blob.append(id.internal, sizeof id.internal);
     BRAID_RETURN_IF_ERROR(processes->broadcast(blob, 0));
+    BRAID_RETURN_IF_ERROR(made);
     if (blob.size() != ids.size() * sizeof(ncclUniqueId::internal))
       return errorf("rank 0 sent ", blob.size(), " bytes of NCCL ids, ",
                     ids.size(), " ids need ",
@@ -1030,21 +1070,22 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
 
   std::unique_ptr<CudaRunner> runner(new CudaRunner());
   runner->held_ = held;
-  std::vector<std::optional<Expected<std::unique_ptr<CudaRank>>>> made(
-      held.size());
-  // Every rank's NCCL initialization waits for all the others: none starts
-  // unless every thread does (runOnThreads).
-  BRAID_RETURN_IF_ERROR(runOnThreads(
+  for (size_t i = 0; i < held.size(); ++i)
+    runner->ranks_.push_back(
+        std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
+  // Every rank's NCCL initialization waits for all the others, so the
+  // ranks (of every process) first set up all that can fail alone and meet
+  // at a barrier; they connect only if none failed (RankFaults.h).
+  auto named = [&](size_t i, Status st) {
+    return st ? st
+              : errorf("rank ", held[i], " (GPU ", gpus[i], "): ",
+                       st.message());
+  };
+  BRAID_RETURN_IF_ERROR(setUpRanks(
       held.size(),
-      [&](size_t i) {
-        made[i] = CudaRank::create(plan, held[i], gpus[i], ids, options);
-      },
-      "the GPU rank threads"));
-  for (auto &m : made) {
-    if (!m->hasValue())
-      return m->status();
-    runner->ranks_.push_back(m->take());
-  }
+      [&](size_t i) { return named(i, runner->ranks_[i]->setUp()); },
+      [&](size_t i) { return named(i, runner->ranks_[i]->connect(ids)); },
+      processes, "the GPU rank threads"));
   return runner;
 }
 
@@ -1055,6 +1096,11 @@ CudaRunner::run(const std::string &function,
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks; this process runs ",
                   world);
+  // Checked before any rank starts (every rank holds the same plan): a
+  // wrong name is not a failed step, and the runner stays usable.
+  if (!ranks_.empty() && !ranks_[0]->hasFunction(function))
+    return errorf("plan has no function '", function, "'");
+  auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
   std::atomic<bool> cancel{false};
@@ -1068,6 +1114,18 @@ CudaRunner::run(const std::string &function,
           cancel = true; // release ranks blocked in collectives
       },
       "the GPU rank threads"));
+  double wallMs = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - wallStart)
+                      .count();
+  // A failed step aborts every held rank, those whose own step succeeded
+  // too: their peers' communicators are aborted, and destroying theirs at
+  // teardown could wait forever for them.
+  for (size_t r = 0; r < world; ++r)
+    if (!results[r]->hasValue()) {
+      for (auto &rank : ranks_)
+        rank->abort();
+      break;
+    }
   std::vector<TensorMap> out;
   // Report the root cause, not the aborts it triggered elsewhere.
   for (size_t r = 0; r < world; ++r)
@@ -1081,6 +1139,7 @@ CudaRunner::run(const std::string &function,
     out.push_back(results[r]->take());
   }
   timing_ = timings[0];
+  timing_.wallMs = wallMs;
   profile_ = ranks_[0]->lastProfile();
   return out;
 }

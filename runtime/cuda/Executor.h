@@ -21,10 +21,12 @@
 // joins stream 0 at the end. The KV-cache position is a device tensor, so
 // the same graph serves every decode step.
 //
-// Faults: every CUDA/cuBLAS/NCCL error names the call, file and line; a
-// step that does not finish within the timeout (a stuck collective) or an
-// NCCL asynchronous error aborts the communicators and ends the step with
-// an error, never a hang.
+// Faults: every CUDA/cuBLAS/NCCL error names the call, file and line. The
+// ranks create their communicators only after every rank's other set-up
+// succeeded. A failed step (a timeout on a stuck collective, an NCCL
+// asynchronous error, any error of one rank) destroys the graphs, then
+// aborts the communicators of every rank held, and ends with an error, never
+// a hang (RankFaults.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_CUDA_EXECUTOR_H
@@ -66,6 +68,9 @@ struct ExecutorOptions {
 struct StepTiming {
   double deviceMs = 0;     // CUDA events around the launch on stream 0
   double hostLaunchMs = 0; // host time to enqueue the step
+  /// Host clock around the whole CudaRunner::run: rank threads started,
+  /// inputs copied in, the step awaited, outputs copied out.
+  double wallMs = 0;
   bool captured = false;   // this step captured (and instantiated) a graph
 };
 

@@ -256,12 +256,20 @@ Status cuda::embedding(const TensorRef &ids, const TensorRef &table,
 //===----------------------------------------------------------------------===//
 
 size_t cuda::attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
-                                     int64_t keyRows, int multiprocessors) {
+                                     int64_t keyRows, int multiprocessors,
+                                     int keyTile, int blocksPerMultiprocessor) {
   if (q.size() != 4)
     return 0;
-  detail::AttentionTiling t = detail::planAttention(
-      q[0], q[1], q[2], kvHeads, q[3], keyRows, multiprocessors);
-  return t.fits ? t.workspaceBytes : 0;
+  // Enough for 16-bit and 32-bit caches alike (their tiles can differ).
+  size_t most = 0;
+  for (int64_t elem : {2, 4}) {
+    detail::AttentionTiling t = detail::planAttention(
+        q[0], q[1], q[2], kvHeads, q[3], keyRows, elem, multiprocessors,
+        keyTile, blocksPerMultiprocessor);
+    if (t.fits)
+      most = std::max(most, t.workspaceBytes);
+  }
+  return most;
 }
 
 namespace {
@@ -271,9 +279,10 @@ float *partialsFor(const detail::AttentionArgs &a, int64_t keyRows,
                    const AttentionWorkspace &ws) {
   if (!ws.data || ws.multiprocessors <= 0)
     return nullptr;
-  detail::AttentionTiling t =
-      detail::planAttention(a.batch, a.seq, a.heads, a.kvHeads, a.headDim,
-                            keyRows, ws.multiprocessors);
+  detail::AttentionTiling t = detail::planAttention(
+      a.batch, a.seq, a.heads, a.kvHeads, a.headDim, keyRows,
+      detail::attentionElemBytes(a.k.dt), ws.multiprocessors, ws.keyTile,
+      ws.blocksPerMultiprocessor);
   return t.workspaceBytes && t.workspaceBytes <= ws.bytes
              ? static_cast<float *>(ws.data)
              : nullptr;
@@ -299,6 +308,8 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   a.keyStride = d.sq;
   a.position = {nullptr, Dt::I64};
   a.error = nullptr;
+  a.keyTile = ws.keyTile;
+  a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
   a.partials = partialsFor(a, a.keyStride, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();
@@ -344,6 +355,8 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   a.keyStride = maxS;
   a.position = in(position);
   a.error = errors;
+  a.keyTile = ws.keyTile;
+  a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
   a.partials = partialsFor(a, a.keyStride, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();

@@ -21,10 +21,9 @@
 //   rope:        N (sz_x + sz_y) + B*S position reads
 //   softmax:     N (3 sz_x + sz_y) at most (three passes; rows cached)
 //   embedding:   numIds*H (sz_table + sz_out) + numIds id reads
-//   attention:   per (b, h, query): n*D (sz_k + sz_v) + 2 D (sz_q, sz_o);
-//                decode (S = 1) is memory-bound on the cache reads. Query
-//                heads of one GQA group re-read the same KV head (from L2,
-//                ideally): the minimum is B*Hkv*n*D*(sz_k + sz_v).
+//   attention:   B*Hkv*n*D*(sz_k + sz_v) cache reads (the query heads of a
+//                GQA group share each key tile) + q, o once; with splits,
+//                partials of B*S*Hq*splits*(D + 2) fp32 written and read.
 //   cache write: B*S*Hkv*D (sz_k + sz_v) read + the same written
 //   copies:      2 * bytes copied
 //
@@ -33,6 +32,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -315,13 +315,40 @@ __global__ void embeddingKernel(In ids, In table, Out out, int64_t numIds,
 // tile, key range); see AttentionTiling in DeviceKernels.h
 //===----------------------------------------------------------------------===//
 
-// Shared memory of one attention block, in floats: the tile's queries and
-// output accumulators [R][D]; a key tile [T][D + 1] (the pad puts the keys
-// a warp scores at once in different banks) and a value tile [T][D]; the
-// scores [R][T]; each row's running max, sum, rescale factor and key count.
-__host__ __device__ inline size_t attentionSharedFloats(int64_t r, int64_t t,
-                                                        int64_t d) {
-  return size_t(r * (2 * d + t + 4) + t * (2 * d + 1));
+// Shared memory of one split-KV block, in bytes (host and device agree): the
+// tile's queries and output accumulators, fp32 [R][D] each; the scores
+// [R][T]; each row's running max, sum, rescale factor and key count; then
+// `stages` key tiles and as many value tiles, [T] rows of D elements in the
+// storage dtype, each row padded to 16 bytes. Key rows are stored with
+// their 16-byte chunks XOR-swizzled by the row, so the 32 lanes of a warp
+// reading chunk c of 32 different keys hit all 32 banks.
+struct AttentionSmem {
+  int64_t rowBytes, q, acc, p, stats, k, v, total;
+};
+__host__ __device__ inline AttentionSmem attentionSmem(int64_t r, int64_t t,
+                                                       int64_t d,
+                                                       int64_t elem,
+                                                       int64_t stages) {
+  AttentionSmem m;
+  m.rowBytes = (d * elem + 15) / 16 * 16;
+  m.q = 0;
+  m.acc = m.q + r * d * 4;
+  m.p = m.acc + r * d * 4;
+  m.stats = m.p + r * t * 4;
+  m.k = (m.stats + 4 * r * 4 + 15) / 16 * 16;
+  m.v = m.k + stages * t * m.rowBytes;
+  m.total = m.v + stages * t * m.rowBytes;
+  return m;
+}
+
+/// The XOR mask of the key-row swizzle: chunks are permuted within aligned
+/// groups of up to 8 (the largest power of two dividing the row's chunks).
+__host__ __device__ inline int attentionSwizzleMask(int64_t rowBytes) {
+  const int64_t chunks = rowBytes / 16;
+  int m = 1;
+  while (m < 8 && chunks % (2 * m) == 0)
+    m *= 2;
+  return m - 1;
 }
 
 template <typename T> __device__ __forceinline__ float toFloat(T x);
@@ -333,89 +360,11 @@ template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 
-/// The key and value tiles at once: kDst[jj * (d + 1) + e] and
-/// vDst[jj * d + e] = row jj, element e of k and v (jj < cnt, e < d), rows
-/// `rowStride` elements apart (the same layout for both). `vec`: rows start
-/// 16-byte aligned and d * sizeof(T) is a multiple of 16, so each thread
-/// moves 16 bytes per load, eight loads (four of k, four of v) in flight
-/// before the first use.
-template <typename T>
-__device__ void loadKvTileTyped(const T *__restrict__ k,
-                                const T *__restrict__ v, int64_t rowStride,
-                                int cnt, int64_t d, float *kDst, float *vDst,
-                                bool vec) {
-  if (vec) {
-    constexpr int kPer = 16 / int(sizeof(T));
-    constexpr int kBatch = 4;
-    // 32-bit index arithmetic: a tile is at most 32 rows of 4096 elements,
-    // and 64-bit division is a long instruction sequence on the GPU.
-    const int chunks = int(d) / kPer, total = cnt * chunks;
-    for (int c0 = int(threadIdx.x); c0 < total; c0 += kBatch * int(blockDim.x)) {
-      uint4 rk[kBatch], rv[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int c = c0 + u * int(blockDim.x);
-        if (c < total) {
-          const int64_t at = int64_t(c / chunks) * rowStride + (c % chunks) * kPer;
-          rk[u] = __ldg(reinterpret_cast<const uint4 *>(k + at));
-          rv[u] = __ldg(reinterpret_cast<const uint4 *>(v + at));
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int c = c0 + u * int(blockDim.x);
-        if (c < total) {
-          const T *kv = reinterpret_cast<const T *>(&rk[u]);
-          const T *vv = reinterpret_cast<const T *>(&rv[u]);
-          const int row = c / chunks, e0 = (c % chunks) * kPer;
-#pragma unroll
-          for (int w = 0; w < kPer; ++w) {
-            kDst[row * (int(d) + 1) + e0 + w] = toFloat(kv[w]);
-            vDst[row * int(d) + e0 + w] = toFloat(vv[w]);
-          }
-        }
-      }
-    }
-    return;
-  }
-  for (int64_t c = threadIdx.x; c < cnt * d; c += blockDim.x) {
-    const int64_t row = c / d, e = c % d, at = row * rowStride + e;
-    kDst[row * (d + 1) + e] = toFloat(k[at]);
-    vDst[row * d + e] = toFloat(v[at]);
-  }
-}
-
-/// k and v share a dtype (the loader checks it).
-__device__ void loadKvTile(In k, In v, int64_t first, int64_t rowStride,
-                           int cnt, int64_t d, float *kDst, float *vDst,
-                           bool vec) {
-  switch (k.dt) {
-  case Dt::F32:
-    return loadKvTileTyped(static_cast<const float *>(k.data) + first,
-                           static_cast<const float *>(v.data) + first,
-                           rowStride, cnt, d, kDst, vDst, vec);
-  case Dt::F16:
-    return loadKvTileTyped(static_cast<const __half *>(k.data) + first,
-                           static_cast<const __half *>(v.data) + first,
-                           rowStride, cnt, d, kDst, vDst, vec);
-  case Dt::BF16:
-    return loadKvTileTyped(static_cast<const __nv_bfloat16 *>(k.data) + first,
-                           static_cast<const __nv_bfloat16 *>(v.data) + first,
-                           rowStride, cnt, d, kDst, vDst, vec);
-  default: // integer storage: never an attention operand (the loader refuses)
-    for (int64_t c = threadIdx.x; c < cnt * d; c += blockDim.x) {
-      const int64_t row = c / d, e = c % d, at = first + row * rowStride + e;
-      kDst[row * (d + 1) + e] = load(k, at);
-      vDst[row * d + e] = load(v, at);
-    }
-  }
-}
-
 struct AttentionLaunch {
   AttentionArgs a;
-  int rowTile, keyTile, splits, rowTiles;
+  int rowTile, keyTile, splits, rowTiles, stages;
   int64_t keysPerSplit;
-  bool vec; // 16-byte loads of k and v (loadKvTileTyped)
+  bool vec; // rows of k and v are 16-byte aligned: cp.async in 16 bytes
 };
 
 /// Keys query row i of batch b attends to: [0, n).
@@ -428,20 +377,81 @@ __device__ __forceinline__ int64_t attendedKeys(const AttentionArgs &a,
   return a.causal ? i + 1 : a.seq;
 }
 
+/// Starts copying keys [j0, j0 + cnt) of (b, kvh) into a stage: 16-byte
+/// asynchronous copies (cp.async) when rows are aligned, else element by
+/// element (synchronously) into the same swizzled layout.
+template <typename T>
+__device__ void issueKvTile(const AttentionLaunch &L, int64_t b, int64_t kvh,
+                            int64_t j0, int cnt, char *kDst, char *vDst,
+                            int64_t rowBytes, int mask) {
+  const AttentionArgs &a = L.a;
+  const int64_t d = a.headDim;
+  const T *k = static_cast<const T *>(a.k.data);
+  const T *v = static_cast<const T *>(a.v.data);
+  const int64_t first = ((b * a.keyStride + j0) * a.kvHeads + kvh) * d;
+  const int64_t stride = a.kvHeads * d; // elements between keys
+  if (L.vec) {
+    const int chunks = int(d * int64_t(sizeof(T)) / 16);
+    for (int c = int(threadIdx.x); c < cnt * chunks; c += int(blockDim.x)) {
+      const int row = c / chunks, ch = c % chunks;
+      const int64_t at = first + row * stride + ch * (16 / int(sizeof(T)));
+      __pipeline_memcpy_async(kDst + row * rowBytes + ((ch ^ (row & mask)) * 16),
+                              k + at, 16);
+      __pipeline_memcpy_async(vDst + row * rowBytes + ch * 16, v + at, 16);
+    }
+    return;
+  }
+  for (int x = int(threadIdx.x); x < cnt * int(d); x += int(blockDim.x)) {
+    const int row = x / int(d), e = x % int(d);
+    const int byte = e * int(sizeof(T)), ch = byte / 16;
+    const int64_t at = first + row * stride + e;
+    *reinterpret_cast<T *>(kDst + row * rowBytes + ((ch ^ (row & mask)) * 16) +
+                           byte % 16) = k[at];
+    *reinterpret_cast<T *>(vDst + row * rowBytes + byte) = v[at];
+  }
+}
+
+/// acc[r][e] = acc[r][e] * alpha[r] + sum_j p[j][r] v[j][e] for the tile's
+/// rows (at most NR) and every e: one thread per e reads each value once for
+/// all rows (the scores are stored [key][row], so a row's are a broadcast).
+template <int NR, typename T>
+__device__ void accumulateValues(float *acc, const float *p, const float *alpha,
+                                 const T *vs, int rowElems, int rows, int R,
+                                 int cnt, int64_t d) {
+  for (int e = int(threadIdx.x); e < int(d); e += int(blockDim.x)) {
+    float o[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+      o[r] = r < rows ? acc[r * d + e] * alpha[r] : 0.0f;
+    for (int jj = 0; jj < cnt; ++jj) {
+      const float v = toFloat(vs[jj * rowElems + e]);
+      const float *pj = p + jj * R;
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        o[r] += pj[r] * v; // p is 0 past `rows` (never read then)
+    }
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+      if (r < rows)
+        acc[r * d + e] = o[r];
+  }
+}
+
+template <typename T>
 __global__ void attentionSplitKernel(AttentionLaunch L) {
   const AttentionArgs &a = L.a;
   if (a.error && a.error->code != kDeviceErrorNone)
     return; // a cache position was out of range: the host reports it
-  extern __shared__ float shared[];
+  extern __shared__ __align__(16) char smem[];
   const int64_t d = a.headDim;
-  const int R = L.rowTile, T = L.keyTile;
-  float *qs = shared;                 // [R][D]
-  float *acc = qs + R * d;            // [R][D]
-  float *ks = acc + R * d;            // [T][D + 1]
-  float *vs = ks + T * (d + 1);       // [T][D]
-  float *p = vs + T * d;              // [R][T]
-  float *mRow = p + R * T, *lRow = mRow + R, *alpha = lRow + R; // [R] each
-  float *nRow = alpha + R; // [R] keys each row attends to (exact below 2^24)
+  const int R = L.rowTile, Tk = L.keyTile;
+  const AttentionSmem S = attentionSmem(R, Tk, d, sizeof(T), L.stages);
+  const int mask = attentionSwizzleMask(S.rowBytes);
+  float *qs = reinterpret_cast<float *>(smem + S.q);     // [R][D]
+  float *acc = reinterpret_cast<float *>(smem + S.acc);  // [R][D]
+  float *p = reinterpret_cast<float *>(smem + S.p);      // [R][T]
+  float *mRow = reinterpret_cast<float *>(smem + S.stats); // [R] each:
+  float *lRow = mRow + R, *alpha = lRow + R, *nRow = alpha + R;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int warps = int(blockDim.x) >> 5;
   const int64_t group = a.heads / a.kvHeads, rowsPerSet = a.seq * group;
@@ -464,6 +474,21 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
   const int64_t kBegin = int64_t(split) * L.keysPerSplit;
   const int64_t kEnd = min(kBegin + L.keysPerSplit,
                            attendedKeys(a, b, queryPos(rows - 1)));
+  const int tiles = kEnd > kBegin ? int((kEnd - kBegin + Tk - 1) / Tk) : 0;
+  auto stageK = [&](int s) { return smem + S.k + s * Tk * S.rowBytes; };
+  auto stageV = [&](int s) { return smem + S.v + s * Tk * S.rowBytes; };
+  auto issue = [&](int t) {
+    if (t < tiles) {
+      const int64_t j0 = kBegin + int64_t(t) * Tk;
+      issueKvTile<T>(L, b, kvh, j0, int(min(int64_t(Tk), kEnd - j0)),
+                     stageK(t % L.stages), stageV(t % L.stages), S.rowBytes,
+                     mask);
+    }
+    __pipeline_commit(); // one group per tile, empty or not
+  };
+  // The first tiles' copies fly while the queries load.
+  for (int t = 0; t < L.stages; ++t)
+    issue(t);
 
   for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
     qs[x] = load(a.q, qRow(int(x / d)) * d + x % d);
@@ -474,43 +499,61 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
     lRow[r] = 0.0f;
     nRow[r] = float(attendedKeys(a, b, queryPos(r)));
   }
-  __syncthreads();
+  // Scores of rows past `rows` (a last, partial row tile) stay 0.
+  for (int x = int(threadIdx.x); x < R * Tk; x += int(blockDim.x))
+    p[x] = 0.0f;
 
-  const int64_t keyRowStride = a.kvHeads * d; // elements between keys
-  for (int64_t j0 = kBegin; j0 < kEnd; j0 += T) {
-    const int cnt = int(min(int64_t(T), kEnd - j0));
-    const int64_t first = ((b * a.keyStride + j0) * a.kvHeads + kvh) * d;
-    loadKvTile(a.k, a.v, first, keyRowStride, cnt, d, ks, vs, L.vec);
+  constexpr int kPer = 16 / int(sizeof(T)); // elements per 16-byte chunk
+  // Whole 16-byte chunks of a key row, read with float4 loads of q: those
+  // need q rows 16-byte aligned (d % 4 == 0); else every element is a tail.
+  const int fullChunks = d % 4 == 0 ? int(d) / kPer : 0;
+  for (int t = 0; t < tiles; ++t) {
+    // Tile t's group is complete once at most stages - 1 later ones pend.
+    __pipeline_wait_prior(L.stages - 1);
     __syncthreads();
-    // Scores and the online softmax: one warp per row, one lane per key.
+    const int64_t j0 = kBegin + int64_t(t) * Tk;
+    const int cnt = int(min(int64_t(Tk), kEnd - j0));
+    const char *ks = stageK(t % L.stages), *vsBytes = stageV(t % L.stages);
+    // Scores and the online softmax: one warp per row, one lane per key,
+    // 16-byte chunks of the key row at a time.
     for (int r = warp; r < rows; r += warps) {
       const int64_t n = int64_t(nRow[r]);
       const int jj = lane;
       float s = -INFINITY;
       if (jj < cnt && j0 + jj < n) {
-        const float *qr = qs + r * d, *kr = ks + jj * (d + 1);
-        // Four independent sums: a chain of d dependent FMAs would bound
-        // the step by latency.
-        float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
-        int64_t e = 0;
-        for (; e + 4 <= d; e += 4) {
-          d0 += qr[e] * kr[e];
-          d1 += qr[e + 1] * kr[e + 1];
-          d2 += qr[e + 2] * kr[e + 2];
-          d3 += qr[e + 3] * kr[e + 3];
+        const float *qr = qs + r * d;
+        const char *kr = ks + jj * S.rowBytes;
+        float d0 = 0.0f, d1 = 0.0f;
+        for (int ch = 0; ch < fullChunks; ++ch) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4 *>(kr + ((ch ^ (jj & mask)) * 16));
+          const T *kv = reinterpret_cast<const T *>(&raw);
+          // q rows start 16-byte aligned (d % 4 == 0 when vectorized).
+          const float4 *qc = reinterpret_cast<const float4 *>(qr + ch * kPer);
+#pragma unroll
+          for (int u = 0; u < kPer / 4; ++u) {
+            const float4 q4 = qc[u];
+            d0 += q4.x * toFloat(kv[4 * u]);
+            d1 += q4.y * toFloat(kv[4 * u + 1]);
+            d0 += q4.z * toFloat(kv[4 * u + 2]);
+            d1 += q4.w * toFloat(kv[4 * u + 3]);
+          }
         }
-        for (; e < d; ++e)
-          d0 += qr[e] * kr[e];
-        s = ((d0 + d1) + (d2 + d3)) * a.scale;
+        for (int e = fullChunks * kPer; e < int(d); ++e) {
+          const int byte = e * int(sizeof(T)), ch = byte / 16;
+          d0 += qr[e] * toFloat(*reinterpret_cast<const T *>(
+                            kr + ((ch ^ (jj & mask)) * 16) + byte % 16));
+        }
+        s = (d0 + d1) * a.scale;
       }
       const float mOld = mRow[r], lOld = lRow[r];
-      float tileMax = warpReduce<true>(s);
+      const float tileMax = warpReduce<true>(s);
       const float mNew = fmaxf(mOld, tileMax);
       // No key seen yet (mNew = -inf): nothing to rescale or add.
       const float pj = mNew == -INFINITY ? 0.0f : expf(s - mNew);
       const float sum = warpReduce<false>(pj);
-      if (jj < T)
-        p[r * T + jj] = pj;
+      if (jj < Tk)
+        p[jj * R + r] = pj; // [key][row]: accumulateValues reads a key's row
       // Every lane has read mRow[r] and lRow[r] before lane 0 rewrites them
       // (shuffles order registers, not shared memory: racecheck saw it).
       __syncwarp();
@@ -522,24 +565,22 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
       }
     }
     __syncthreads();
-    // Values: one thread per (row, e), coalesced across e.
-    for (int x = int(threadIdx.x); x < rows * int(d); x += int(blockDim.x)) {
-      const int r = x / int(d), e = x % int(d);
-      const float *pr = p + r * T;
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-      int jj = 0;
-      for (; jj + 4 <= cnt; jj += 4) {
-        s0 += pr[jj] * vs[jj * d + e];
-        s1 += pr[jj + 1] * vs[(jj + 1) * d + e];
-        s2 += pr[jj + 2] * vs[(jj + 2) * d + e];
-        s3 += pr[jj + 3] * vs[(jj + 3) * d + e];
-      }
-      for (; jj < cnt; ++jj)
-        s0 += pr[jj] * vs[jj * d + e];
-      acc[x] = acc[x] * alpha[r] + ((s0 + s1) + (s2 + s3));
-    }
-    __syncthreads(); // the tiles are rewritten by the next step
+    // Values: one thread per e, all rows at once.
+    const T *vs = reinterpret_cast<const T *>(vsBytes);
+    const int rowElems = int(S.rowBytes / int64_t(sizeof(T)));
+    if (R <= 1)
+      accumulateValues<1>(acc, p, alpha, vs, rowElems, rows, R, cnt, d);
+    else if (R <= 2)
+      accumulateValues<2>(acc, p, alpha, vs, rowElems, rows, R, cnt, d);
+    else if (R <= 4)
+      accumulateValues<4>(acc, p, alpha, vs, rowElems, rows, R, cnt, d);
+    else
+      accumulateValues<8>(acc, p, alpha, vs, rowElems, rows, R, cnt, d);
+    __syncthreads(); // the stage is free: refill it with tile t + stages
+    issue(t + L.stages);
   }
+  __pipeline_wait_prior(0);
+  __syncthreads();
 
   if (L.splits == 1) {
     for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
@@ -562,18 +603,23 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
   }
 }
 
-/// One block per query row: o = sum_s acc_s e^(m_s - m) / sum_s l_s e^(m_s - m)
-/// over the splits whose key range the row reached. The weights go to shared
-/// memory first, so the sum over splits is independent loads, not a chain
-/// of dependent ones.
+/// One block per (query row, 32 elements of D): o = sum_s acc_s e^(m_s - m)
+/// / sum_s l_s e^(m_s - m) over the splits whose key range the row reached.
+/// The warps take every fourth split, each lane one element, so a thread's
+/// loads are independent and few; the warps' sums are added at the end.
 __global__ void attentionCombineKernel(AttentionLaunch L) {
   const AttentionArgs &a = L.a;
   if (a.error && a.error->code != kDeviceErrorNone)
     return;
-  extern __shared__ float weight[]; // [splits], then 32 for reductions
+  extern __shared__ float weight[]; // [splits], [32] reductions, [W][32]
   float *scratch = weight + L.splits;
+  float *sums = scratch + 32;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int warps = int(blockDim.x) >> 5;
   const int64_t d = a.headDim, queries = a.batch * a.seq * a.heads;
-  for (int64_t qi = blockIdx.x; qi < queries; qi += gridDim.x) {
+  const int64_t chunks = (d + 31) / 32;
+  for (int64_t blk = blockIdx.x; blk < queries * chunks; blk += gridDim.x) {
+    const int64_t qi = blk / chunks, e = (blk % chunks) * 32 + lane;
     const int64_t i = (qi / a.heads) % a.seq, b = qi / (a.heads * a.seq);
     const int64_t n = attendedKeys(a, b, i);
     const int used = int(min(int64_t(L.splits),
@@ -592,25 +638,31 @@ __global__ void attentionCombineKernel(AttentionLaunch L) {
       l += ls * w;
     }
     l = blockReduce<false>(l, scratch); // also publishes weight[]
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    // Independent loads, eight in flight (every partial is written, and an
-    // unused split has weight 0 and finite zeros).
-    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    float o0 = 0.0f, o1 = 0.0f, o2 = 0.0f, o3 = 0.0f;
+    if (e < d) {
+      // Every partial is written (zeros for an empty range): an unused
+      // split adds weight 0 times a finite value.
       const float *col = part + 2 + e;
-      float o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int s = 0;
-      for (; s + 8 <= used; s += 8) {
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          o[u] += col[(s + u) * (d + 2)] * weight[s + u];
+      const int64_t step = d + 2;
+      int s = warp;
+      for (; s + 3 * warps < used; s += 4 * warps) {
+        o0 += col[s * step] * weight[s];
+        o1 += col[(s + warps) * step] * weight[s + warps];
+        o2 += col[(s + 2 * warps) * step] * weight[s + 2 * warps];
+        o3 += col[(s + 3 * warps) * step] * weight[s + 3 * warps];
       }
-      for (; s < used; ++s)
-        o[0] += col[s * (d + 2)] * weight[s];
-      store(a.o, qi * d + e,
-            (((o[0] + o[1]) + (o[2] + o[3])) + ((o[4] + o[5]) + (o[6] + o[7]))) *
-                inv);
+      for (; s < used; s += warps)
+        o0 += col[s * step] * weight[s];
     }
-    __syncthreads(); // weight[] is rewritten for the next row
+    sums[warp * 32 + lane] = (o0 + o1) + (o2 + o3);
+    __syncthreads();
+    if (warp == 0 && e < d) {
+      float o = 0.0f;
+      for (int w = 0; w < warps; ++w)
+        o += sums[w * 32 + lane];
+      store(a.o, qi * d + e, l > 0.0f ? o / l : 0.0f);
+    }
+    __syncthreads(); // weight[] and sums are rewritten for the next block
   }
 }
 
@@ -787,18 +839,31 @@ cudaError_t launchEmbedding(In ids, In table, Out out, int64_t numIds,
 
 AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
                               int64_t kvHeads, int64_t headDim,
-                              int64_t keyRows, int multiprocessors) {
+                              int64_t keyRows, int64_t elemBytes,
+                              int multiprocessors, int keyTile,
+                              int blocksPerMultiprocessor) {
   AttentionTiling t;
   if (kvHeads <= 0 || heads % kvHeads != 0 || headDim <= 0 ||
-      headDim > kMaxAttentionHeadDim)
+      headDim > kMaxAttentionHeadDim ||
+      (elemBytes != 2 && elemBytes != 4))
     return t;
   const int64_t rowsPerSet = seq * (heads / kvHeads);
-  // Without the opt-in (which costs occupancy) a block has 48 KiB; a large
-  // head_dim takes fewer keys and rows per step, and past that the opt-in.
-  constexpr size_t kDefaultShared = 48 << 10, kOptInShared = 227 << 10;
+  // Without the opt-in (which costs occupancy) a block has 48 KiB: two
+  // stages of key/value tiles if they fit (the next tile's copy overlaps
+  // this one's arithmetic), else one; then fewer keys, fewer rows, and past
+  // that the opt-in.
+  constexpr int64_t kDefaultShared = 48 << 10, kOptInShared = 227 << 10;
   int64_t r = std::min<int64_t>(kAttentionRowTile, std::max<int64_t>(rowsPerSet, 1));
-  int64_t k = kAttentionKeyTile;
-  auto bytes = [&] { return attentionSharedFloats(r, k, headDim) * sizeof(float); };
+  int64_t k = keyTile > 0 && keyTile < kAttentionKeyTile ? keyTile
+                                                          : kAttentionKeyTile;
+  int64_t stages = 2;
+  const int64_t perMultiprocessor =
+      blocksPerMultiprocessor > 0 ? blocksPerMultiprocessor : 4;
+  auto bytes = [&] {
+    return attentionSmem(r, k, headDim, elemBytes, stages).total;
+  };
+  if (bytes() > kDefaultShared)
+    stages = 1;
   while (bytes() > kDefaultShared && k > 1)
     k /= 2;
   while (bytes() > kDefaultShared && r > 1)
@@ -808,14 +873,16 @@ AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
   t.fits = true;
   t.rowTile = int(r);
   t.keyTile = int(k);
-  t.sharedBytes = bytes();
+  t.stages = int(stages);
+  t.sharedBytes = size_t(bytes());
   // Enough blocks for ~4 per multiprocessor, each range at least one key
   // tile (fewer splits when the rows alone fill the GPU, e.g. prefill).
   const int64_t rowTiles = (rowsPerSet + r - 1) / r;
   const int64_t blocks = std::max<int64_t>(batch * kvHeads * rowTiles, 1);
   int64_t splits = 1;
   if (multiprocessors > 0 && keyRows > 0) {
-    const int64_t want = (4 * int64_t(multiprocessors) + blocks - 1) / blocks;
+    const int64_t want =
+        (perMultiprocessor * int64_t(multiprocessors) + blocks - 1) / blocks;
     const int64_t most = std::max<int64_t>(keyRows / k, 1);
     // At most 1024: the combine keeps one weight per split in shared memory.
     splits = std::max<int64_t>(1, std::min({want, most, int64_t(1024)}));
@@ -831,15 +898,36 @@ AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
   return t;
 }
 
+int64_t attentionElemBytes(Dt dt) {
+  return dt == Dt::F32 ? 4 : dt == Dt::F16 || dt == Dt::BF16 ? 2 : 0;
+}
+
+template <typename T>
+cudaError_t launchAttentionSplit(const AttentionLaunch &L, dim3 grid,
+                                 size_t shared, cudaStream_t stream) {
+  if (shared > (48u << 10)) {
+    cudaError_t e = cudaFuncSetAttribute(
+        attentionSplitKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        int(shared));
+    if (e != cudaSuccess)
+      return e;
+  }
+  attentionSplitKernel<T><<<grid, kAttentionThreads, shared, stream>>>(L);
+  return cudaGetLastError();
+}
+
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream) {
   const int64_t queries = args.batch * args.seq * args.heads;
   if (queries == 0 || args.headDim == 0)
     return cudaSuccess;
-  AttentionTiling t =
-      planAttention(args.batch, args.seq, args.heads, args.kvHeads,
-                    args.headDim, args.keyStride,
-                    args.partials ? multiprocessors : 0);
+  if (args.k.dt != args.v.dt)
+    return cudaErrorInvalidValue; // the loader refuses mixed k/v dtypes
+  AttentionTiling t = planAttention(
+      args.batch, args.seq, args.heads, args.kvHeads, args.headDim,
+      args.keyStride, attentionElemBytes(args.k.dt),
+      args.partials ? multiprocessors : 0, args.keyTile,
+      args.blocksPerMultiprocessor);
   if (!t.fits)
     return cudaErrorInvalidValue; // Kernels.cpp checks head_dim first
   AttentionLaunch L;
@@ -847,36 +935,39 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   L.rowTile = t.rowTile;
   L.keyTile = t.keyTile;
   L.splits = t.splits;
+  L.stages = t.stages;
   L.keysPerSplit = t.keysPerSplit;
   const int64_t rowsPerSet = args.seq * (args.heads / args.kvHeads);
   L.rowTiles = int((rowsPerSet + t.rowTile - 1) / t.rowTile);
-  auto vectorizable = [&](In x) {
-    const size_t size = x.dt == Dt::F32 ? 4 : 2;
-    return x.dt != Dt::I32 && x.dt != Dt::I64 &&
-           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-           (size_t(args.headDim) * size) % 16 == 0;
-  };
-  L.vec = args.k.dt == args.v.dt && vectorizable(args.k) &&
-          vectorizable(args.v);
-  if (t.sharedBytes > (48u << 10)) {
-    cudaError_t e = cudaFuncSetAttribute(
-        attentionSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        int(t.sharedBytes));
-    if (e != cudaSuccess)
-      return e;
-  }
+  const int64_t elem = attentionElemBytes(args.k.dt);
+  L.vec = reinterpret_cast<uintptr_t>(args.k.data) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(args.v.data) % 16 == 0 &&
+          (args.headDim * elem) % 16 == 0;
   const int64_t sets = args.batch * args.kvHeads * L.rowTiles;
   if (sets > INT32_MAX || t.splits > 65535) // gridDim.x, gridDim.y
     return cudaErrorInvalidConfiguration;
-  attentionSplitKernel<<<dim3(unsigned(sets), unsigned(t.splits)),
-                         kAttentionThreads, t.sharedBytes, stream>>>(L);
-  if (t.splits > 1) {
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-      return e;
-    attentionCombineKernel<<<gridFor(queries, 1), kAttentionThreads,
-                             size_t(t.splits + 32) * sizeof(float), stream>>>(L);
+  const dim3 grid(unsigned(sets), unsigned(t.splits));
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (args.k.dt) {
+  case Dt::F32:
+    e = launchAttentionSplit<float>(L, grid, t.sharedBytes, stream);
+    break;
+  case Dt::F16:
+    e = launchAttentionSplit<__half>(L, grid, t.sharedBytes, stream);
+    break;
+  case Dt::BF16:
+    e = launchAttentionSplit<__nv_bfloat16>(L, grid, t.sharedBytes, stream);
+    break;
+  default:
+    break;
   }
+  if (e != cudaSuccess || t.splits == 1)
+    return e;
+  const int64_t blocks = queries * ((args.headDim + 31) / 32);
+  attentionCombineKernel<<<gridFor(blocks, 1), kAttentionThreads,
+                           size_t(t.splits + 32 + kAttentionThreads) *
+                               sizeof(float),
+                           stream>>>(L);
   return cudaGetLastError();
 }
 

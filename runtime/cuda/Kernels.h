@@ -88,12 +88,17 @@ struct AttentionWorkspace {
   void *data = nullptr;
   size_t bytes = 0;
   int multiprocessors = 0; // of the GPU it runs on
+  /// Keys per tile (at most 32) and blocks per multiprocessor the split
+  /// count aims at; 0: the defaults. For benchmarks that sweep them.
+  int keyTile = 0, blocksPerMultiprocessor = 0;
 };
 /// Bytes of workspace attention over `keyRows` keys (S, or the cache's
 /// maxS) uses on a GPU with `multiprocessors`; 0 when it would not split.
 /// q [B, S, Hq, D].
 size_t attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
-                               int64_t keyRows, int multiprocessors);
+                               int64_t keyRows, int multiprocessors,
+                               int keyTile = 0,
+                               int blocksPerMultiprocessor = 0);
 
 /// q, o [B, S, Hq, D]; k, v [B, S, Hkv, D]; query head h reads KV head
 /// h / (Hq / Hkv); causal: query i sees keys [0, i].

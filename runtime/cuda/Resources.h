@@ -75,7 +75,8 @@ struct DestroyCublasLt {
 };
 #ifdef BRAID_RESOURCES_HAVE_NCCL
 /// ncclCommDestroy; a communicator with a stuck or failed operation is
-/// instead released and given to ncclCommAbort.
+/// instead released and given to ncclCommAbort, after the graphs that
+/// captured its collectives are destroyed (RankFaults.h).
 struct DestroyComm {
   void operator()(ncclComm_t c) const { (void)ncclCommDestroy(c); }
 };

@@ -624,7 +624,8 @@ TEST_P(CudaKernels, AttentionSplitKvMatchesCpu) {
         Case{1, 1, 4, 4, 64, 300, {299}, true},          // MHA, ragged tile
         Case{1, 1, 8, 2, 36, 520, {517}, false},         // D * 2 % 16 != 0
         Case{1, 40, 8, 2, 64, 2048, {1000}, true},       // chunked prefill
-        Case{2, 3, 16, 2, 128, 1024, {1021, 5}, false}}) {
+        Case{2, 3, 16, 2, 128, 1024, {1021, 5}, false},
+        Case{1, 2, 4, 2, 10, 200, {150}, true}}) {      // d % 4 != 0
     std::string what = "split-KV attention s" + std::to_string(c.s) + " hq" +
                        std::to_string(c.hq) + " hkv" + std::to_string(c.hkv) +
                        " d" + std::to_string(c.d) + " maxS" +
@@ -961,31 +962,35 @@ TEST(CudaKernelChecks, NormRopeSoftmaxEmbeddingMatchCpuMessages) {
 // in one range, and shared memory fits.
 TEST(CudaKernelChecks, AttentionTilingSplitsDecodeNotPrefill) {
   using cu::detail::planAttention;
-  auto decode = planAttention(1, 1, 32, 8, 128, 4096, 132);
+  auto decode = planAttention(1, 1, 32, 8, 128, 4096, 2, 132);
   ASSERT_TRUE(decode.fits);
-  EXPECT_GE(int64_t(decode.splits) * 8, 4 * 132 / 2)
-      << "a Llama-3-8B decode step should use most of 132 multiprocessors";
+  EXPECT_GE(int64_t(decode.splits) * 8, 2 * 132)
+      << "a Llama-3-8B decode step should give every multiprocessor blocks";
   EXPECT_GE(decode.splits * decode.keysPerSplit, 4096);
   EXPECT_LT((decode.splits - 1) * decode.keysPerSplit, 4096);
   EXPECT_EQ(decode.keysPerSplit % decode.keyTile, 0);
   EXPECT_LE(decode.sharedBytes, size_t(48) << 10);
+  EXPECT_EQ(decode.stages, 2) << "bf16 tiles of 32 keys double-buffer";
   EXPECT_EQ(decode.workspaceBytes,
             size_t(32) * size_t(decode.splits) * (128 + 2) * sizeof(float));
   EXPECT_EQ(decode.rowTile, 4) << "the 4 query heads of a GQA group";
+  EXPECT_EQ(planAttention(1, 1, 32, 8, 128, 4096, 4, 132).stages, 1)
+      << "fp32 tiles of 32 keys fit once in 48 KiB";
 
-  auto prefill = planAttention(1, 4096, 32, 8, 128, 4096, 132);
+  auto prefill = planAttention(1, 4096, 32, 8, 128, 4096, 2, 132);
   ASSERT_TRUE(prefill.fits);
   EXPECT_EQ(prefill.splits, 1);
   EXPECT_EQ(prefill.workspaceBytes, 0u);
 
-  auto noGpu = planAttention(1, 1, 32, 8, 128, 4096, 0);
+  auto noGpu = planAttention(1, 1, 32, 8, 128, 4096, 2, 0);
   EXPECT_EQ(noGpu.splits, 1) << "no multiprocessor count: no split";
 
-  auto wide = planAttention(1, 1, 8, 8, 4096, 64, 132);
+  auto wide = planAttention(1, 1, 8, 8, 4096, 64, 4, 132);
   EXPECT_TRUE(wide.fits) << "head_dim 4096 fits with the shared-memory opt-in";
   EXPECT_GT(wide.sharedBytes, size_t(48) << 10);
-  EXPECT_FALSE(planAttention(1, 1, 8, 8, 4097, 64, 132).fits);
-  EXPECT_FALSE(planAttention(1, 1, 6, 4, 64, 64, 132).fits) << "Hq % Hkv";
+  EXPECT_FALSE(planAttention(1, 1, 8, 8, 4097, 64, 2, 132).fits);
+  EXPECT_FALSE(planAttention(1, 1, 6, 4, 64, 64, 2, 132).fits) << "Hq % Hkv";
+  EXPECT_FALSE(planAttention(1, 1, 8, 8, 64, 64, 8, 132).fits) << "i64 cache";
 }
 
 TEST(CudaKernelChecks, AttentionMatchesCpuMessages) {
