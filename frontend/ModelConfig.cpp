@@ -1,6 +1,7 @@
 //===- ModelConfig.cpp - Hugging Face config.json reader ------------------===//
 #include "frontend/ModelConfig.h"
 #include "frontend/JsonNesting.h"
+#include "frontend/input/InputFile.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -253,10 +254,10 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json,
 }
 
 Expected<ModelConfig> braid::loadModelConfig(StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  // Bounded: /dev/zero or an endless pipe is an error, not an OOM abort.
+  auto buf = readInputFile(path, kMaxConfigBytes, "config");
   if (!buf)
-    return llvm::createStringError(buf.getError(),
-                                   "cannot read '" + path +
-                                       "': " + buf.getError().message());
-  return parseModelConfig((*buf)->getBuffer(), path);
+    return buf.takeError();
+  return parseModelConfig((*buf)->getBuffer(),
+                          path == "-" ? StringRef("<stdin>") : path);
 }

@@ -54,7 +54,8 @@ struct ModelConfig {
 /// (and `source`, e.g. the file name).
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef json,
                                              llvm::StringRef source);
-/// Reads and parses a config file.
+/// Reads and parses a config file ("-": stdin) of at most kMaxConfigBytes
+/// (frontend/input/InputFile.h); a directory or a device is an error.
 llvm::Expected<ModelConfig> loadModelConfig(llvm::StringRef path);
 
 } // namespace braid

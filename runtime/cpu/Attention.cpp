@@ -69,6 +69,8 @@ Expected<FTensor> cpu::attention(const FTensor &q, const FTensor &k,
     return dims.status();
   const AttentionDims &d = *dims;
   FTensor o{q.shape, std::vector<float>(q.data.size())};
+  if (o.data.empty()) // head dim 0: b x s x heads x keys empty iterations
+    return o;
   int64_t s = d.sq;
   bool causal = p.causal;
   attend(
@@ -94,9 +96,10 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
     if (pos < 0 || pos + d.sq > maxS)
       return attentionCacheRangeError(b, pos, pos + d.sq, maxS);
   }
-  // Write the new keys and values at [pos, pos + S).
+  // Write the new keys and values at [pos, pos + S) (nothing to copy when a
+  // row is empty, however many rows there are).
   size_t row = size_t(d.hkv * d.d);
-  for (int64_t b = 0; b < d.b; ++b)
+  for (int64_t b = 0; row > 0 && b < d.b; ++b)
     for (int64_t s = 0; s < d.sq; ++s) {
       int64_t dst = b * maxS + position.data[size_t(b)] + s;
       int64_t src = b * d.sq + s;
@@ -106,6 +109,8 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
                   vCache.data.begin() + long(dst * long(row)));
     }
   FTensor o{q.shape, std::vector<float>(q.data.size())};
+  if (o.data.empty()) // the caches above are updated all the same
+    return o;
   bool causal = p.causal;
   int64_t s = d.sq;
   attend(

@@ -64,10 +64,14 @@ Expected<ByteTensor> cpu::concat(const std::vector<const ByteTensor *> &inputs,
   Shape shape = checked.take();
   ByteTensor y{shape, first.elemSize, {}};
   y.data.assign(size_t(numElements(shape)) * first.elemSize, 0);
+  if (y.data.empty()) // every input is empty too
+    return y;
   Box out = boxAt(shape, dim, first.elemSize);
   int64_t at = 0; // running offset along dim
   for (const ByteTensor *t : inputs) {
     Box in = boxAt(t->shape, dim, t->elemSize);
+    if (in.mid == 0) // contributes nothing, in `outer` empty copies
+      continue;
     for (int64_t o = 0; o < in.outer; ++o)
       std::memcpy(y.data.data() + size_t((o * out.mid + at) * out.inner),
                   t->data.data() + size_t(o * in.mid * in.inner),

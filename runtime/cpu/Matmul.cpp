@@ -15,6 +15,10 @@ Expected<FTensor> cpu::matmul(const FTensor &a, const FTensor &b,
   FTensor c;
   c.shape = dims->result;
   c.data.assign(size_t(batch * m * n), 0.0f);
+  // No result elements, no work: the batch (or m) may still be ~2^40 when n
+  // or another dim is 0, and looping over it would take minutes.
+  if (c.data.empty())
+    return c;
   for (int64_t bi = 0; bi < batch; ++bi) {
     const float *pa = a.data.data() + bi * m * k;
     const float *pb = b.data.data() + (batchedB ? bi * k * n : 0);

@@ -15,6 +15,8 @@ Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
   int64_t b = dims->b, s = dims->s, h = dims->h, d = dims->d;
   int64_t half = d / 2;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
+  if (y.data.empty()) // no per-position work for an empty tensor
+    return y;
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t si = 0; si < s; ++si) {
       double pos = double(positions.data[size_t(bi * s + si)]);

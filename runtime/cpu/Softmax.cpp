@@ -14,6 +14,8 @@ Expected<FTensor> cpu::softmax(const FTensor &x, int64_t dim) {
     return dims.status();
   int64_t n = dims->n, inner = dims->inner, outer = dims->outer;
   FTensor y{x.shape, std::vector<float>(x.data.size())};
+  if (y.data.empty()) // outer x inner may be huge when the dim is 0
+    return y;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t in = 0; in < inner; ++in) {
       auto at = [&](int64_t i) { return size_t((o * n + i) * inner + in); };

@@ -258,6 +258,86 @@ TEST(KernelHostile, SliceConcatAndReshapeSizesAreChecked) {
              "concat: the sizes along dim 0 add up to more than int64 holds");
 }
 
+// An op whose result has no elements must do no work however large its
+// other dims are (each is bounded only by 2^40 on the product of a shape's
+// nonzero dims): cpu::matmul of an empty [22906492245, 0, 8] ran 2.29e10
+// empty batch iterations (34 s), and softmax, rope, attention and concat
+// had loops of the same kind.
+TEST(KernelHostile, EmptyResultsDoNoPerBatchWork) {
+  const int64_t huge = 22906492245;
+  auto start = std::chrono::steady_clock::now();
+
+  auto c = cpu::matmul(cpu::FTensor{{huge, 0, 8}, {}},
+                       cpu::FTensor{{8, 48}, std::vector<float>(8 * 48, 1.0f)},
+                       false, false);
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->shape, (Shape{huge, 0, 48}));
+  EXPECT_TRUE(c->data.empty());
+  auto ct = cpu::matmul(cpu::FTensor{{huge, 8, 0}, {}},
+                        cpu::FTensor{{48, 8}, std::vector<float>(48 * 8)}, true,
+                        true);
+  ASSERT_TRUE(ct) << ct.status().message();
+  EXPECT_EQ(ct->shape, (Shape{huge, 0, 48}));
+
+  auto sm = cpu::softmax(cpu::FTensor{{huge, 0}, {}}, 1);
+  ASSERT_TRUE(sm) << sm.status().message();
+  EXPECT_EQ(sm->shape, (Shape{huge, 0}));
+
+  // One position, no heads, a head dim of 2^34: half of it was looped
+  // over with a pow, a cos and a sin each.
+  auto r = cpu::rope(cpu::FTensor{{1, 1, 0, int64_t(1) << 34}, {}},
+                     cpu::ITensor{{1, 1}, {3}}, 10000.0);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(r->data.empty());
+
+  // Head dim 0: batch x seq x heads x keys empty iterations.
+  cpu::AttentionParams p;
+  p.numHeads = 1 << 17;
+  p.numKvHeads = 1 << 17;
+  p.headDim = 0;
+  p.causal = true;
+  cpu::FTensor qkv{{1, 1 << 17, 1 << 17, 0}, {}};
+  auto o = cpu::attention(qkv, qkv, qkv, p);
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->shape, qkv.shape);
+
+  cpu::ByteTensor e{{huge, 0, 8}, 4, {}};
+  auto cat = cpu::concat({&e, &e}, 2);
+  ASSERT_TRUE(cat) << cat.status().message();
+  EXPECT_EQ(cat->shape, (Shape{huge, 0, 16}));
+
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_LT(seconds, 2.0) << "empty results took " << seconds << " s";
+}
+
+// Returning early on an empty result changes nothing else: a KV-cache
+// attention with no query heads still writes its keys and values into the
+// cache, and a concat with an empty input still copies the others.
+TEST(KernelHostile, EmptyResultsKeepTheirSideEffects) {
+  cpu::AttentionParams p;
+  p.numHeads = 0;
+  p.numKvHeads = 1;
+  p.headDim = 2;
+  p.causal = true;
+  cpu::FTensor q{{1, 1, 0, 2}, {}};
+  cpu::FTensor k{{1, 1, 1, 2}, {5, 6}}, v{{1, 1, 1, 2}, {7, 8}};
+  cpu::FTensor kc{{1, 3, 1, 2}, std::vector<float>(6, 0.0f)};
+  cpu::FTensor vc = kc;
+  auto o = cpu::attentionWithCache(q, k, v, kc, vc, cpu::ITensor{{1}, {1}}, p);
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->data.empty());
+  EXPECT_EQ(kc.data, (std::vector<float>{0, 0, 5, 6, 0, 0}));
+  EXPECT_EQ(vc.data, (std::vector<float>{0, 0, 7, 8, 0, 0}));
+
+  cpu::ByteTensor a{{2, 0, 1}, 1, {}}, b{{2, 2, 1}, 1, {1, 2, 3, 4}};
+  auto cat = cpu::concat({&a, &b, &a}, 1);
+  ASSERT_TRUE(cat) << cat.status().message();
+  EXPECT_EQ(cat->shape, (Shape{2, 2, 1}));
+  EXPECT_EQ(cat->data, (std::vector<uint8_t>{1, 2, 3, 4}));
+}
+
 //===----------------------------------------------------------------------===//
 // Dtype conversion, weights
 //===----------------------------------------------------------------------===//

@@ -10,8 +10,11 @@
 #include "frontend/Importer.h"
 #include "frontend/JsonNesting.h"
 #include "frontend/ModelConfig.h"
+#include "frontend/input/InputFile.h"
+#include "frontend/input/MlirNesting.h"
 #include "passes/InitAll.h"
 #include "passes/MemoryPlan.h"
+#include "passes/Pipelines.h"
 #include "passes/StepStats.h"
 #include "passes/cost/CostModel.h"
 #include "passes/cost/Target.h"
@@ -21,13 +24,25 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::braid;
@@ -330,4 +345,221 @@ TEST(HostileConfig, ImportOptionsAndProductsAreBounded) {
   o.batch = 2;
   auto fine = ::braid::importModel(ctx, *config, o);
   ASSERT_TRUE(bool(fine)) << llvm::toString(fine.takeError());
+}
+
+//===----------------------------------------------------------------------===//
+// Tool input files: size, type and MLIR nesting
+//===----------------------------------------------------------------------===//
+
+namespace {
+// The error of `e`, or "" when there is none.
+template <typename T> std::string errorOf(llvm::Expected<T> e) {
+  return e ? std::string() : llvm::toString(e.takeError());
+}
+std::string errorOf(llvm::Error e) {
+  return e ? llvm::toString(std::move(e)) : std::string();
+}
+std::string nestingError(llvm::StringRef text, unsigned limit) {
+  return errorOf(::braid::checkMlirNesting(text, "t.mlir", limit));
+}
+std::string tempFile(const std::string &suffix, const std::string &bytes) {
+  const auto *info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = testing::TempDir() + "braid_" + info->name() + suffix;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return path;
+}
+} // namespace
+
+TEST(MlirNesting, CountsBracketsOutsideStringsAndComments) {
+  EXPECT_EQ(nestingError("[[[]]] {(<>)}", 3), "");
+  EXPECT_EQ(nestingError("module {\n  x = [[[[]]]]\n}", 4),
+            "t.mlir:2:10: MLIR text nests deeper than 4 levels (brackets, "
+            "alias uses and affine operators); MLIR's parser recurses once "
+            "per level");
+  // Strings (escaped quotes too) and comments are text.
+  EXPECT_EQ(nestingError(R"(["[[[[\"[[[[" // [[[[ "
+                              [1]])",
+                         2),
+            "");
+  // An unterminated string ends at the line end, as MLIR's lexer ends it.
+  EXPECT_NE(nestingError("\"abc\n[[[", 2), "");
+  // Closers never go below zero (the parser reports them).
+  EXPECT_EQ(nestingError("]]]]]]}}})))>>>[[", 2), "");
+}
+
+TEST(MlirNesting, ArrowsAndComparisonsCloseNothing) {
+  // Were `->` or `>=` a closing `>`, the last `[` would be level 2.
+  EXPECT_NE(nestingError("[[ -> [", 2), "");
+  EXPECT_NE(nestingError("[[ d0 >= 0 [", 2), "");
+  EXPECT_NE(nestingError("[[ d0 > = 0 [", 2), "");
+  EXPECT_EQ(nestingError("affine_map<(d0) -> (d0)> tensor<4xf32>", 2), "");
+}
+
+TEST(MlirNesting, AffineOperatorsAndUnaryMinusRunsAreLevels) {
+  // MLIR's affine parser recurses once per operator of an expression.
+  EXPECT_EQ(nestingError("(d0 + d0 + d0)", 3), "");
+  EXPECT_NE(nestingError("(d0 + d0 + d0 + d0)", 3), "");
+  EXPECT_NE(nestingError("(d0 - d0 * 2 floordiv 2)", 3), "");
+  EXPECT_NE(nestingError("(d0 ceildiv 2 mod 3 - 1)", 3), "");
+  EXPECT_NE(nestingError("(- - -d0)", 3), "");
+  EXPECT_NE(nestingError("(----d0)", 3), "");
+  // A `,` ends an expression; signs of numbers are no operators.
+  EXPECT_EQ(nestingError("(d0 + 1, d0 + 1, d0 - 1, d0 * 2)", 2), "");
+  std::string floats = "dense<[";
+  for (int i = 0; i < 2000; ++i)
+    floats += "1.000000e+00, -2.5E-05, -3, ";
+  EXPECT_EQ(nestingError(floats + "0]>", 3), "");
+  // Names are not keywords.
+  EXPECT_EQ(nestingError("(%mod, @mod, ^mod, %x - %y)", 2), "");
+}
+
+TEST(MlirNesting, AliasUsesReachTheirDefinitionsLevels) {
+  std::string chain = "#a0 = [1]\n#a1 = [#a0]\n#a2 =\n  [#a1]\n"
+                      "!t = tuple<i32>\n"
+                      "module attributes {t.x = #a2, t.y = !t} {}\n";
+  EXPECT_EQ(nestingError(chain, 4), "");
+  EXPECT_EQ(nestingError(chain, 3).substr(0, 12), "t.mlir:6:26:");
+  // A definition's value may continue on the next line; an operation
+  // after it is not part of it.
+  std::string typed = "#a = [[1]]\n#b = dense<1>\n  : tensor<1xi32, #a>\n"
+                      "module attributes {t.x = #b} {}\n";
+  EXPECT_EQ(nestingError(typed, 4), "");
+  EXPECT_NE(nestingError(typed, 3), "");
+  std::string after = "#a = [1]\nmodule {\n  \"t.op\"() {x = [[[#a]]]} : () "
+                      "-> ()\n}\nmodule attributes {t.x = #a} {}\n";
+  EXPECT_EQ(nestingError(after, 6), "");
+}
+
+TEST(MlirNesting, BytecodeIsRecognized) {
+  EXPECT_TRUE(::braid::isMlirBytecode(llvm::StringRef("ML\xEFR\x06[[[[", 9)));
+  EXPECT_FALSE(::braid::isMlirBytecode("module {}"));
+}
+
+// Real IR is far from the bound: every test input and the IR the default
+// pipeline makes.
+TEST(MlirNesting, TestInputsAndCompiledIRNestLittle) {
+  // Reproducers that must be refused are the exception.
+  const llvm::StringRef deepOnPurpose[] = {"nested-attribute-20000.mlir"};
+  uint64_t deepest = 0;
+  std::string deepestFile;
+  int files = 0;
+  for (const char *dir : {"/test", "/models", "/fuzz/campaign"}) {
+    std::error_code ec;
+    for (llvm::sys::fs::recursive_directory_iterator
+             it(std::string(BRAID_SOURCE_DIR) + dir, ec),
+         end;
+         it != end && !ec; it.increment(ec)) {
+      llvm::StringRef path = it->path();
+      if (!path.ends_with(".mlir") ||
+          llvm::is_contained(deepOnPurpose, llvm::sys::path::filename(path)))
+        continue;
+      auto buffer = llvm::MemoryBuffer::getFile(path);
+      ASSERT_TRUE(bool(buffer)) << path.str();
+      uint64_t depth =
+          ::braid::scanMlirNesting((*buffer)->getBuffer()).maxDepth;
+      ++files;
+      if (depth > deepest) {
+        deepest = depth;
+        deepestFile = path.str();
+      }
+    }
+  }
+  EXPECT_GE(files, 15);
+  EXPECT_LE(deepest, 32u) << deepestFile;
+
+  DialectRegistry registry;
+  ::braid::registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  auto config = ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t");
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  ::braid::ImportOptions o;
+  o.tp = 2;
+  o.seq = 8;
+  o.maxSeq = 16;
+  auto module = ::braid::importModel(ctx, *config, o);
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  PassManager pm(&ctx);
+  ::braid::buildDefaultPipeline(pm);
+  ASSERT_TRUE(succeeded(pm.run(**module)));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpPrintingFlags flags;
+  flags.enableDebugInfo();
+  (**module)->print(os, flags);
+  EXPECT_LE(::braid::scanMlirNesting(text).maxDepth, 16u);
+}
+
+TEST(InputFile, DevicesAndDirectoriesAreRefusedByType) {
+  EXPECT_EQ(errorOf(::braid::readInputFile("/dev/zero", 1 << 20, "input")),
+            "input '/dev/zero' is a device, not a file");
+  EXPECT_EQ(errorOf(::braid::readInputFile("/", 1 << 20, "config")),
+            "config '/' is a directory, not a file");
+  EXPECT_EQ(errorOf(::braid::readInputFile("/nonexistent/x", 1, "input")),
+            "cannot read input '/nonexistent/x': No such file or directory");
+}
+
+TEST(InputFile, SizeIsBoundedBeforeReading) {
+  std::string path = tempFile(".mlir", std::string(1000, ' '));
+  auto fits = ::braid::readInputFile(path, 1000, "input");
+  ASSERT_TRUE(bool(fits)) << llvm::toString(fits.takeError());
+  EXPECT_EQ((*fits)->getBufferSize(), 1000u);
+  EXPECT_EQ((*fits)->getBufferEnd()[0], '\0');
+  EXPECT_EQ(errorOf(::braid::readInputFile(path, 999, "input")),
+            "input '" + path +
+                "' is 1000 bytes, more than the limit of 999 bytes");
+  EXPECT_EQ(::braid::kMaxIrInputBytes, uint64_t(1) << 30);
+  EXPECT_EQ(::braid::kMaxConfigBytes, uint64_t(16) << 20);
+}
+
+// A pipe is read as a stream (`braid-import <(...)`), bounded as stdin is.
+TEST(InputFile, PipesAreReadUpToTheBound) {
+  const auto *info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string fifo = testing::TempDir() + "braid_" + info->name() + ".fifo";
+  for (size_t bytes : {size_t(100), size_t(101)}) {
+    std::remove(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // Fewer bytes than a pipe holds: the writer never blocks, and it is
+    // done before the reader may stop reading.
+    std::thread writer([&] {
+      int fd = ::open(fifo.c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      std::string data(bytes, 'x');
+      EXPECT_EQ(::write(fd, data.data(), data.size()), ssize_t(bytes));
+      ::close(fd);
+    });
+    auto read = ::braid::readInputFile(fifo, 100, "input");
+    writer.join();
+    if (bytes == 100) {
+      ASSERT_TRUE(bool(read)) << llvm::toString(read.takeError());
+      EXPECT_EQ((*read)->getBuffer(), std::string(100, 'x'));
+    } else {
+      EXPECT_EQ(errorOf(std::move(read)),
+                "input '" + fifo + "' holds more than the limit of 100 bytes");
+    }
+  }
+  std::remove(fifo.c_str());
+}
+
+TEST(InputFile, MlirInputsAreCheckedForNesting) {
+  std::string deep =
+      tempFile(".mlir", "module attributes {t.x = " + std::string(5000, '[') +
+                            std::string(5000, ']') + "} {}\n");
+  EXPECT_EQ(
+      errorOf(::braid::readMlirInputFile(deep)).substr(0, deep.size() + 8),
+      deep + ":1:1025:");
+  // Bytecode is left to its reader.
+  std::string bytecode =
+      tempFile(".mlirbc", std::string("ML\xEFR", 4) + std::string(5000, '['));
+  EXPECT_EQ(errorOf(::braid::readMlirInputFile(bytecode)), "");
+}
+
+TEST(HostileConfig, ConfigFilesAreReadBounded) {
+  EXPECT_EQ(errorOf(::braid::loadModelConfig("/dev/zero")),
+            "config '/dev/zero' is a device, not a file");
+  std::string big = tempFile(".json", "");
+  ASSERT_EQ(::truncate(big.c_str(), off_t(::braid::kMaxConfigBytes + 1)), 0);
+  EXPECT_EQ(errorOf(::braid::loadModelConfig(big)),
+            "config '" + big +
+                "' is 16777217 bytes, more than the limit of 16777216 bytes "
+                "(16 MiB)");
 }

@@ -1,7 +1,9 @@
 // An empty [22906492245, 0, 8] tensor multiplied in prefill: 22906492245 x 48
-// is just under the 2^40 bound, so it compiles and loads; cpu::matmul then
-// runs 2.29e10 empty iterations of its batch loop (34 s in the release
-// braid-run, minutes under ASan). See fuzz/crashes/README.md.
+// is just under the 2^40 bound, so it compiles and loads; cpu::matmul ran
+// 2.29e10 empty iterations of its batch loop (34 s in the release braid-run,
+// minutes under ASan) until kernels returned at once on an empty result.
+// Found by the hostile-input campaign (docs/hostile-input.md); run by
+// test/run/empty-tensors.test.
 braid.device_group @tp size 1
 func.func @prefill(%ids: tensor<1x4xi32> {braid.input = "input_ids"}, %pos: tensor<1x4xi32> {braid.input = "positions"}) -> (tensor<1x1x8xf32> {braid.output = "logits"}, tensor<22906492245x0x48xf32> {braid.output = "junk"}) {
   %w = braid.parameter "w" full [1, 1, 8] : tensor<1x1x8xf32>
