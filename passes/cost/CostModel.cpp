@@ -1,5 +1,6 @@
 //===- CostModel.cpp - Per-op and per-collective time on a target ---------===//
 #include "passes/cost/CostModel.h"
+#include "passes/cost/CostFiles.h"
 
 #include "dialect/BraidOps.h"
 #include "passes/MemoryPlan.h"
@@ -194,11 +195,9 @@ llvm::Expected<Calibration> Calibration::parse(llvm::StringRef csv,
 }
 
 llvm::Expected<Calibration> Calibration::load(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
+  auto buffer = readCostFile(path, "calibration");
   if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   "cannot read calibration '" + path +
-                                       "': " + buffer.getError().message());
+    return buffer.takeError();
   return parse((*buffer)->getBuffer(), path);
 }
 

@@ -1,5 +1,6 @@
 //===- Target.cpp - Hardware target descriptions --------------------------===//
 #include "passes/cost/Target.h"
+#include "passes/cost/CostFiles.h"
 
 #include "dialect/ShapeChecks.h"
 #include "frontend/JsonNesting.h"
@@ -232,11 +233,9 @@ llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
 }
 
 llvm::Expected<Target> braid::cost::loadTarget(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
+  auto buffer = readCostFile(path, "target");
   if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   "cannot read target '" + path +
-                                       "': " + buffer.getError().message());
+    return buffer.takeError();
   return parseTarget((*buffer)->getBuffer(), path);
 }
 

@@ -4,6 +4,15 @@
 // PRESET: error: braid-estimate: unknown target 'tpu-v9' (presets: a100-sxm-x8, h100-pcie-x8, h100-sxm-2x8-ib, h100-sxm-x8, h200-x8; or give a .json path)
 // RUN: not braid-opt %s --braid-estimate="target=%t.missing.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: braid-estimate: cannot read target '{{.*}}missing.json'
+// A device or a directory is refused by its type before it is read
+// (/dev/zero used to be read until memory ran out).
+// RUN: not braid-opt %s --braid-estimate="target=/dev/zero" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEVZERO
+// DEVZERO: error: braid-estimate: cannot read target '/dev/zero': it is not a regular file
+// RUN: not braid-opt %s --braid-estimate="calibration=/dev/zero" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CALZERO
+// CALZERO: error: braid-estimate: cannot read calibration '/dev/zero': it is not a regular file
+// RUN: rm -rf %t.dir.json && mkdir -p %t.dir.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.dir.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DIR
+// DIR: error: braid-estimate: cannot read target '{{.*}}dir.json': it is a directory
 // RUN: not braid-opt %s --braid-estimate="launch=warp" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LAUNCH
 // LAUNCH: error: braid-estimate: launch must be 'graph' or 'eager', got 'warp'
 // RUN: not braid-opt %s --braid-estimate="format=xml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
