@@ -116,6 +116,9 @@ AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
                               int blocksPerMultiprocessor = 0);
 /// Bytes per element of a k/v storage dtype attention takes (2 or 4), or 0.
 int64_t attentionElemBytes(Dt dt);
+/// Most keys (S, or a cache's maxS) launchAttention takes: the split kernel
+/// keeps each row's key count as a float in shared memory, exact below 2^24.
+constexpr int64_t kMaxAttentionKeys = int64_t(1) << 24;
 /// Largest head_dim launchAttention takes.
 constexpr int64_t kMaxAttentionHeadDim = 4096;
 /// `multiprocessors` as given to planAttention; args.partials must hold

@@ -82,6 +82,14 @@ Expected<AttentionDims> checkQkv(const TensorRef &q, const TensorRef &k,
   return d;
 }
 
+Status checkKeyRows(int64_t rows) {
+  if (rows > detail::kMaxAttentionKeys)
+    return errorf("attention: ", rows,
+                  " key rows exceed the CUDA kernel's limit of ",
+                  detail::kMaxAttentionKeys);
+  return Status::ok();
+}
+
 /// The launch arguments shared by attention with and without a cache; the
 /// caller sets what reads the cache (k, v, keyStride, position, error).
 detail::AttentionArgs attentionArgs(const TensorRef &q, const TensorRef &o,
@@ -297,6 +305,7 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   if (!dims)
     return dims.status();
   const AttentionDims &d = *dims;
+  BRAID_RETURN_IF_ERROR(checkKeyRows(d.sq));
   BRAID_RETURN_IF_ERROR(checkResult("attention", o, q.shape));
   BRAID_RETURN_IF_ERROR(checkData("attention", "q", q));
   BRAID_RETURN_IF_ERROR(checkData("attention", "k", k));
@@ -332,6 +341,7 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   if (!errors)
     return errorf("attention: a KV cache needs a DeviceErrorRecord to report "
                   "positions out of range");
+  BRAID_RETURN_IF_ERROR(checkKeyRows(kCache.shape[1]));
   BRAID_RETURN_IF_ERROR(checkResult("attention", o, q.shape));
   BRAID_RETURN_IF_ERROR(checkData("attention", "q", q));
   BRAID_RETURN_IF_ERROR(checkData("attention", "k", k));

@@ -993,6 +993,30 @@ TEST(CudaKernelChecks, AttentionTilingSplitsDecodeNotPrefill) {
   EXPECT_FALSE(planAttention(1, 1, 8, 8, 64, 64, 8, 132).fits) << "i64 cache";
 }
 
+// More keys than the split kernel counts exactly is a clear error before
+// any launch (no GPU needed: the check comes first).
+TEST(CudaKernelChecks, AttentionKeyRowsBeyondTheKernelLimit) {
+  AttentionParams p = attnParams(4, 2, 8, true);
+  const int64_t rows = cu::detail::kMaxAttentionKeys + 1;
+  Status st = cu::attention(fake({1, rows, 4, 8}), fake({1, rows, 2, 8}),
+                            fake({1, rows, 2, 8}), fake({1, rows, 4, 8}), p,
+                            nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("key rows exceed the CUDA kernel's limit"),
+            std::string::npos)
+      << st.message();
+  cu::DeviceErrorRecord record{};
+  st = cu::attentionWithCache(fake({1, 1, 4, 8}), fake({1, 1, 2, 8}),
+                              fake({1, 1, 2, 8}), fake({1, rows, 2, 8}),
+                              fake({1, rows, 2, 8}),
+                              fake({1}, DType::I64), fake({1, 1, 4, 8}), p,
+                              &record, nullptr);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("key rows exceed the CUDA kernel's limit"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(CudaKernelChecks, AttentionMatchesCpuMessages) {
   AttentionParams p = attnParams(6, 4, 8, true);
   Status st = cu::attention(fake({1, 2, 6, 8}), fake({1, 2, 4, 8}),
