@@ -35,12 +35,19 @@ braid_install_deps() {
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-braid_build() {
-  if [ ! -f "$BRAID_BUILD/build.ninja" ]; then
-    cmake -G Ninja -S "$BRAID_ROOT" -B "$BRAID_BUILD" \
+# braid_configure DIR [CMAKE_ARGS...]: a Release build in DIR with ccache and
+# warnings as errors, configured once (later calls leave it as it is).
+braid_configure() {
+  local dir="$1"; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -G Ninja -S "$BRAID_ROOT" -B "$dir" \
       -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-      -DBRAID_WERROR=ON >/dev/null
+      -DBRAID_WERROR=ON "$@" >/dev/null
   fi
+}
+
+braid_build() {
+  braid_configure "$BRAID_BUILD"
   ninja -C "$BRAID_BUILD" ${BRAID_NINJA_FLAGS:-}
 }

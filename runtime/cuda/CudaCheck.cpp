@@ -3,6 +3,13 @@
 
 using namespace braid::rt;
 
+namespace {
+/// "13.0" for the CUDA version number 13000 (major * 1000 + minor * 10).
+std::string version(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+} // namespace
+
 Status cuda::cudaStatus(cudaError_t error, const char *expr, const char *file,
                         int line) {
   if (error == cudaSuccess)
@@ -21,9 +28,6 @@ Status cuda::cudaDeviceAvailable() {
   (void)cudaDriverGetVersion(&driver);
   (void)cudaRuntimeGetVersion(&runtime);
   (void)cudaGetLastError();
-  auto version = [](int v) {
-    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-  };
   std::string detail = error == cudaSuccess
                            ? std::string("cudaGetDeviceCount found 0 devices")
                            : std::string("cudaGetDeviceCount: ") +
@@ -46,9 +50,6 @@ Expected<std::string> cuda::describeGpus() {
   BRAID_CUDA_CHECK(cudaDriverGetVersion(&driver));
   BRAID_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   BRAID_CUDA_CHECK(cudaGetDeviceCount(&count));
-  auto version = [](int v) {
-    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-  };
   std::string out = "CUDA driver " + version(driver) + ", runtime " +
                     version(runtime) + ", " + std::to_string(count) +
                     " device(s)\n";

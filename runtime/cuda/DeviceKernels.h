@@ -82,8 +82,10 @@ struct AttentionArgs {
   bool causal;
   In position; // data null: no cache; else [B] cache positions
   const DeviceErrorRecord *error; // with a cache: skip while set
-  /// Split-KV scratch (AttentionTiling::workspaceBytes); null: one split.
+  /// Split-KV scratch of `partialsBytes`; null, or smaller than the
+  /// tiling's workspaceBytes: one split.
   float *partials = nullptr;
+  size_t partialsBytes = 0;
   /// Tiling knobs (planAttention); 0: the defaults. Benchmarks sweep them.
   int keyTile = 0, blocksPerMultiprocessor = 0;
 };
@@ -121,9 +123,8 @@ int64_t attentionElemBytes(Dt dt);
 constexpr int64_t kMaxAttentionKeys = int64_t(1) << 24;
 /// Largest head_dim launchAttention takes.
 constexpr int64_t kMaxAttentionHeadDim = 4096;
-/// `multiprocessors` as given to planAttention; args.partials must hold
-/// that tiling's workspaceBytes when it has more than one split (else the
-/// launch uses one split).
+/// `multiprocessors` as given to planAttention; the launch splits the keys
+/// only when args.partials holds that tiling's workspaceBytes.
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream);
 

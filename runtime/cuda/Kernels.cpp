@@ -281,19 +281,15 @@ size_t cuda::attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
 }
 
 namespace {
-/// The partials buffer when `ws` holds the tiling's workspace, else null
-/// (one split).
-float *partialsFor(const detail::AttentionArgs &a, int64_t keyRows,
-                   const AttentionWorkspace &ws) {
-  if (!ws.data || ws.multiprocessors <= 0)
-    return nullptr;
-  detail::AttentionTiling t = detail::planAttention(
-      a.batch, a.seq, a.heads, a.kvHeads, a.headDim, keyRows,
-      detail::attentionElemBytes(a.k.dt), ws.multiprocessors, ws.keyTile,
-      ws.blocksPerMultiprocessor);
-  return t.workspaceBytes && t.workspaceBytes <= ws.bytes
-             ? static_cast<float *>(ws.data)
-             : nullptr;
+/// Hands `ws` to the launch; launchAttention splits only when the tiling's
+/// workspace fits in it.
+void useWorkspace(detail::AttentionArgs &a, const AttentionWorkspace &ws) {
+  a.keyTile = ws.keyTile;
+  a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
+  if (ws.data && ws.multiprocessors > 0) {
+    a.partials = static_cast<float *>(ws.data);
+    a.partialsBytes = ws.bytes;
+  }
 }
 } // namespace
 
@@ -317,9 +313,7 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   a.keyStride = d.sq;
   a.position = {nullptr, Dt::I64};
   a.error = nullptr;
-  a.keyTile = ws.keyTile;
-  a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
-  a.partials = partialsFor(a, a.keyStride, ws);
+  useWorkspace(a, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();
 }
@@ -365,9 +359,7 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   a.keyStride = maxS;
   a.position = in(position);
   a.error = errors;
-  a.keyTile = ws.keyTile;
-  a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
-  a.partials = partialsFor(a, a.keyStride, ws);
+  useWorkspace(a, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
   return Status::ok();
 }

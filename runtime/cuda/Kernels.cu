@@ -923,11 +923,15 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
     return cudaSuccess;
   if (args.k.dt != args.v.dt)
     return cudaErrorInvalidValue; // the loader refuses mixed k/v dtypes
-  AttentionTiling t = planAttention(
-      args.batch, args.seq, args.heads, args.kvHeads, args.headDim,
-      args.keyStride, attentionElemBytes(args.k.dt),
-      args.partials ? multiprocessors : 0, args.keyTile,
-      args.blocksPerMultiprocessor);
+  auto tiling = [&](int sms) {
+    return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
+                         args.headDim, args.keyStride,
+                         attentionElemBytes(args.k.dt), sms, args.keyTile,
+                         args.blocksPerMultiprocessor);
+  };
+  AttentionTiling t = tiling(args.partials ? multiprocessors : 0);
+  if (t.splits > 1 && t.workspaceBytes > args.partialsBytes)
+    t = tiling(0); // no room for the partials: one split
   if (!t.fits)
     return cudaErrorInvalidValue; // Kernels.cpp checks head_dim first
   AttentionLaunch L;

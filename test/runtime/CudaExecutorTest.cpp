@@ -28,7 +28,6 @@ namespace plan = braid::plan;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU() BRAID_SKIP_WITHOUT_GPU()
 
 std::vector<float> wave(int64_t n, float phase) {
   std::vector<float> v;
@@ -55,7 +54,7 @@ void expectSameOnGpu(const PlanBuilder &pb,
   }
   // The plan and the reference are checked on every machine; the GPU half
   // needs a GPU.
-  SKIP_WITHOUT_GPU();
+  BRAID_SKIP_WITHOUT_GPU();
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions options;
     options.graph = graph;
@@ -591,7 +590,7 @@ TEST(CudaStreamPlan, MalformedSchedulesAreErrors) {
 }
 
 TEST(CudaExecutor, DecodePastTheCacheIsAnErrorNotAHang) {
-  SKIP_WITHOUT_GPU();
+  BRAID_SKIP_WITHOUT_GPU();
   PlanBuilder pb(1);
   int kSlot = pb.stateSlot("k_cache", {1, 2, 1, 8});
   int vSlot = pb.stateSlot("v_cache", {1, 2, 1, 8});

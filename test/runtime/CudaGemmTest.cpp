@@ -17,6 +17,7 @@
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Resources.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/GpuTestUtil.h"
 #include "test/runtime/PlanTestUtil.h"
 
@@ -32,8 +33,6 @@ namespace cu = braid::rt::cuda;
 namespace plan = braid::plan;
 
 namespace {
-#define EXPECT_HAS(msg, part)                                                  \
-  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 void *at(uintptr_t address) { return reinterpret_cast<void *>(address); }
 
@@ -168,12 +167,6 @@ TEST(CudaGemmPlan, PointerLessAlignedThanPlannedIsRefused) {
 
 namespace {
 
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    ::braid::rt::Status braidTestStatus_ = (expr);                             \
-    ASSERT_TRUE(braidTestStatus_.isOk()) << braidTestStatus_.message();        \
-  } while (0)
-#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 std::vector<float> randomValues(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);

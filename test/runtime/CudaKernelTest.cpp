@@ -30,6 +30,7 @@
 #include "runtime/cuda/DeviceKernels.h" // the copy plan, tested without a GPU
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/Resources.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/GpuTestUtil.h"
 #include "test/runtime/PlanTestUtil.h"
 
@@ -55,13 +56,7 @@ namespace braid::plan {
 inline void PrintTo(DType t, std::ostream *os) { *os << rt::dtypeName(t); }
 } // namespace braid::plan
 
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    ::braid::rt::Status braidTestStatus_ = (expr);                             \
-    ASSERT_TRUE(braidTestStatus_.isOk()) << braidTestStatus_.message();        \
-  } while (0)
 
-#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 namespace {
 

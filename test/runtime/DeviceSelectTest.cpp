@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/DeviceSelect.h"
+#include "test/runtime/Expect.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +14,6 @@ using namespace braid::rt;
 using braid::rt::cuda::selectDevice;
 
 namespace {
-#define EXPECT_HAS(msg, part)                                                  \
-  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 std::string errorOf(int localRank, int visible, std::vector<int> devices) {
   auto gpu = selectDevice(localRank, visible, devices);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generation.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -19,8 +20,6 @@ using namespace braid::rt::test;
 namespace plan = braid::plan;
 
 namespace {
-#define EXPECT_HAS(msg, part)                                                  \
-  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 // prefill / decode: logits = slice(embedding(input_ids, table)) with the
 // given logits shapes (the slice makes any dim, 0 included, reachable);

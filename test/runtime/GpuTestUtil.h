@@ -34,4 +34,7 @@ inline bool gpuRequired() {
     }                                                                          \
   } while (0)
 
+/// A CUDA runtime call returned cudaSuccess.
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
 #endif // BRAID_TEST_RUNTIME_GPUTESTUTIL_H

@@ -14,6 +14,7 @@
 #include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -34,8 +35,6 @@ using namespace braid::rt::test;
 namespace plan = braid::plan;
 
 namespace {
-#define EXPECT_HAS(msg, part)                                                  \
-  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();

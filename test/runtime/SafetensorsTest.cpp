@@ -2,6 +2,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/Interpreter.h"
 #include "runtime/Weights.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -68,8 +69,6 @@ std::string oneTensor(const std::string &fields) {
   return rawFile("{\"w\":{" + fields + "}}", std::string(8, '\0'));
 }
 
-#define EXPECT_HAS(msg, part)                                                  \
-  EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 std::vector<float> ramp(size_t n, float scale = 0.37f) {
   std::vector<float> v;
