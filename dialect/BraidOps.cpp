@@ -400,9 +400,29 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult RopeOp::verify() {
-  return checkRope(getLoc(), tensorType(getInput()),
-                   tensorType(getPositions()), tensorType(getResult()),
-                   getTheta().convertToDouble());
+  if (failed(checkRope(getLoc(), tensorType(getInput()),
+                       tensorType(getPositions()), tensorType(getResult()),
+                       getTheta().convertToDouble())))
+    return failure();
+  if (std::optional<ArrayRef<double>> inv = getInvFreq()) {
+    int64_t pairs = tensorType(getInput()).getDimSize(3) / 2;
+    if (int64_t(inv->size()) != pairs)
+      return emitOpError("inv_freq has ")
+             << inv->size() << " frequencies; the head dim "
+             << 2 * pairs << " has " << pairs << " pairs";
+    for (auto [i, f] : llvm::enumerate(*inv))
+      if (!(f > 0.0) || !std::isfinite(f))
+        return emitOpError("inv_freq[")
+               << i << "] is " << f << "; frequencies must be positive and "
+               << "finite";
+  }
+  if (std::optional<APFloat> af = getAttentionFactor()) {
+    double v = af->convertToDouble();
+    if (!(v > 0.0) || !std::isfinite(v))
+      return emitOpError("attention_factor must be positive and finite, got ")
+             << v;
+  }
+  return success();
 }
 
 double AttentionOp::getScaleOrDefault() {
@@ -436,6 +456,13 @@ LogicalResult AttentionOp::verify() {
   s.headDim = getHeadDim();
   if (auto sc = getScale())
     s.scale = sc->convertToDouble();
+  if (std::optional<uint64_t> w = getSlidingWindow()) {
+    if (int64_t(*w) < 1)
+      return emitOpError("sliding_window must be >= 1, got ")
+             << int64_t(*w);
+    if (!getCausal())
+      return emitOpError("sliding_window needs causal attention");
+  }
   return checkAttention(getLoc(), s);
 }
 

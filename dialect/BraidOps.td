@@ -198,11 +198,20 @@ def Braid_RopeOp : Braid_Op<"rope", [Pure]> {
     frequencies `theta^(-2i/D)`, pairing element `i` with `i + D/2` as
     Hugging Face's `rotate_half` does. `D` must be even.
 
+    Scaled RoPE (linear, llama3, yarn, ...) gives the frequencies instead:
+    `inv_freq` holds one positive, finite frequency per pair (`D/2` of them;
+    `theta` is then only the base they were derived from), and
+    `attention_factor` (default 1) multiplies cos and sin, as transformers'
+    `attention_scaling` does for yarn.
+
     ```mlir
     %r = braid.rope %q, %pos {theta = 5.0e+05 : f64} : (tensor<2x16x8x64xbf16>, tensor<2x16xi32>) -> tensor<2x16x8x64xbf16>
+    %s = braid.rope %q, %pos {theta = 1.0e+04 : f64, inv_freq = array<f64: 1.0, 0.25>, attention_factor = 1.2 : f64} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
     ```
   }];
-  let arguments = (ins Braid_FloatTensor:$input, Braid_IntTensor:$positions, F64Attr:$theta);
+  let arguments = (ins Braid_FloatTensor:$input, Braid_IntTensor:$positions, F64Attr:$theta,
+                       OptionalAttr<DenseF64ArrayAttr>:$inv_freq,
+                       OptionalAttr<F64Attr>:$attention_factor);
   let results = (outs Braid_FloatTensor:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -214,7 +223,9 @@ def Braid_AttentionOp : Braid_Op<"attention", [Pure, AttrSizedOperandSegments]> 
     `q` is `[B, S, num_heads, head_dim]`, `k` and `v` are
     `[B, S, num_kv_heads, head_dim]`; query head `h` attends with KV head
     `h / (num_heads / num_kv_heads)`. `scale` defaults to `1/sqrt(head_dim)`.
-    With `causal`, token `i` attends to tokens `<= i`.
+    With `causal`, token `i` attends to tokens `<= i`; with `sliding_window`
+    `W` (causal only), to the `W` tokens `(i - W, i]` (Mistral's and Qwen's
+    sliding-window layers; with a cache, positions count from 0 as above).
 
     With a KV cache (`cache(%kc, %vc) at %pos`): the caches are
     `[B, max_seq, num_kv_heads, head_dim]` and `%pos` is `[B]` (the position
@@ -234,7 +245,8 @@ def Braid_AttentionOp : Braid_Op<"attention", [Pure, AttrSizedOperandSegments]> 
                        Optional<Braid_FloatTensor>:$v_cache,
                        Optional<Braid_IntTensor>:$position,
                        UnitAttr:$causal, I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       I64Attr:$head_dim, OptionalAttr<F64Attr>:$scale);
+                       I64Attr:$head_dim, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<I64Attr>:$sliding_window);
   let results = (outs Braid_FloatTensor:$output, Variadic<Braid_FloatTensor>:$updated_cache);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`cache` `(` $k_cache^ `,` $v_cache `)` `at` $position)?

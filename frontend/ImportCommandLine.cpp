@@ -2,6 +2,7 @@
 #include "frontend/ImportCommandLine.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
 
@@ -36,10 +37,25 @@ static cl::opt<bool> prefillAllLogits(
     cl::desc("Prefill returns logits for every token (default: the last)"),
     cl::cat(importCategory));
 
+static cl::opt<bool> allowUnknownConfigFields(
+    "allow-unknown-config-fields",
+    cl::desc("Ignore config.json fields Braid neither reads nor knows to be "
+             "harmless (each is named in a warning); by default they are an "
+             "error, since one may change the logits"),
+    cl::cat(importCategory));
+
 llvm::Expected<braid::ModelConfig> braid::modelConfigFromCommandLine() {
-  return configPath.empty()
-             ? parseModelConfig(tinyLlamaConfigJson(), "<embedded tiny-llama>")
-             : loadModelConfig(configPath);
+  ConfigOptions options;
+  options.allowUnknownFields = allowUnknownConfigFields;
+  auto config = configPath.empty()
+                    ? parseModelConfig(tinyLlamaConfigJson(),
+                                       "<embedded tiny-llama>", options)
+                    : loadModelConfig(configPath, options);
+  if (config)
+    for (const std::string &field : config->ignoredUnknownFields)
+      llvm::errs() << "warning: " << configPath << ": ignoring config field '"
+                   << field << "' (--allow-unknown-config-fields)\n";
+  return config;
 }
 
 braid::ImportOptions braid::importOptionsFromCommandLine() {

@@ -292,6 +292,17 @@ private:
                  {in.getDimSize(0), in.getDimSize(1), l.vocab});
   }
 
+  /// RoPE of the config (its scaled frequency table when it has one).
+  Value rope(Value x) {
+    const ::braid::RopeConfig &r = c.rope;
+    return RopeOp::create(
+        b, loc, typeOf(x), x, positions, b.getF64FloatAttr(r.theta),
+        r.invFreq.empty() ? DenseF64ArrayAttr()
+                          : b.getDenseF64ArrayAttr(r.invFreq),
+        r.attentionFactor != 1.0 ? b.getF64FloatAttr(r.attentionFactor)
+                                 : FloatAttr());
+  }
+
   /// Cached causal attention over q [B,S,Hq*D], k/v [B,S,Hkv*D] of this
   /// rank; returns [B,S,Hq*D] and updates the layer's caches.
   Value attention(Value q, Value k, Value v, int64_t layer) {
@@ -299,17 +310,27 @@ private:
     Value q4 = reshape(q, {bsz, s, l.headsLocal, l.headDim});
     Value k4 = reshape(k, {bsz, s, l.kvHeadsLocal, l.headDim});
     Value v4 = reshape(v, {bsz, s, l.kvHeadsLocal, l.headDim});
+    if (c.qkNorm) {
+      // Qwen3: RMSNorm over each head's D values of q and k, before RoPE.
+      std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+      Value qn = param(p + "q_norm.weight", {l.headDim});
+      Value kn = param(p + "k_norm.weight", {l.headDim});
+      q4 = rmsNorm(q4, qn);
+      k4 = rmsNorm(k4, kn);
+    }
     if (c.family == ModelFamily::Llama) {
-      q4 = RopeOp::create(b, loc, typeOf(q4), q4, positions,
-                          b.getF64FloatAttr(c.ropeTheta));
-      k4 = RopeOp::create(b, loc, typeOf(k4), k4, positions,
-                          b.getF64FloatAttr(c.ropeTheta));
+      q4 = rope(q4);
+      k4 = rope(k4);
     }
     Value kc = cacheArgs[2 * layer], vc = cacheArgs[2 * layer + 1];
+    int64_t window = c.layerWindow.empty() ? 0 : c.layerWindow[size_t(layer)];
+    FloatAttr scale;
+    if (!c.layerAttentionScale.empty())
+      scale = b.getF64FloatAttr(c.layerAttentionScale[size_t(layer)]);
     auto op = AttentionOp::create(
         b, loc, typeOf(q4), TypeRange{kc.getType(), vc.getType()}, q4, k4, v4,
         kc, vc, cachePosition, /*causal=*/true, l.headsLocal, l.kvHeadsLocal,
-        l.headDim, /*scale=*/FloatAttr());
+        l.headDim, scale, window ? b.getI64IntegerAttr(window) : IntegerAttr());
     cacheResults.push_back(op.getUpdatedCache()[0]);
     cacheResults.push_back(op.getUpdatedCache()[1]);
     return reshape(op.getOutput(), {bsz, s, l.headsLocal * l.headDim});
@@ -347,7 +368,10 @@ Value FunctionBuilder::llamaLayer(Value x, int64_t i) {
   }
   Value att = attention(q, k, v, i);
   Value o1 = linear(att, param(p + "self_attn.o_proj.weight", {h, qOut}, 1));
-  x = add(x, allReduce(o1));
+  o1 = allReduce(o1);
+  if (c.outputBias) // row-parallel: the replicated bias after the reduction
+    o1 = add(o1, param(p + "self_attn.o_proj.bias", {h}));
+  x = add(x, o1);
 
   hdn = rmsNorm(x, param(p + "post_attention_layernorm.weight", {h}));
   int64_t inter = c.intermediateSize;

@@ -1,129 +1,133 @@
 //===- ModelConfig.cpp - Hugging Face config.json reader ------------------===//
+//
+// Reads config.json as transformers 4.x and 5.x write it. The rule: every
+// field that changes the computation is read (and implemented) or refused by
+// name; fields known not to change the logits are listed in
+// harmlessFields(); any other field is refused, so a new transformers field
+// cannot silently change the answer.
+//
+//===----------------------------------------------------------------------===//
 #include "frontend/ModelConfig.h"
+#include "frontend/ConfigFields.h"
 #include "frontend/JsonNesting.h"
+#include "frontend/RopeConfig.h"
 #include "frontend/input/InputFile.h"
 
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
-
-#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <cmath>
 
 using namespace braid;
+using namespace braid::config;
 using llvm::Expected;
 using llvm::StringRef;
 
-namespace {
-/// Typed, error-reporting access to the fields of one config object.
-class Fields {
-public:
-  Fields(const llvm::json::Object &obj, StringRef source)
-      : obj(obj), source(source) {}
+/// Top-level fields that do not change what the model computes at
+/// inference: bookkeeping, token ids, training-only settings (dropout,
+/// initializer range) and heads Braid does not build (GPT-2's summary head).
+/// Fields with a harmful value (is_encoder_decoder, add_cross_attention) are
+/// read and checked instead.
+static const llvm::StringSet<> &harmlessFields() {
+  static const llvm::StringSet<> fields = {
+      // Bookkeeping.
+      "architectures", "transformers_version", "model_type", "dtype",
+      "torch_dtype", "tokenizer_class", "return_dict", "use_return_dict", "output_hidden_states",
+      "output_attentions", "output_scores", "torchscript", "use_cache",
+      "chunk_size_feed_forward", "id2label", "label2id", "problem_type",
+      "finetuning_task", "prefix", "task_specific_params",
+      "tie_encoder_decoder", "cross_attention_hidden_size",
+      // Special token ids: the tokenizer's business.
+      "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
+      "decoder_start_token_id",
+      // Generation defaults (4.x configs carry them): the sampler's business.
+      "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
+      "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+      "typical_p", "repetition_penalty", "length_penalty",
+      "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+      "num_return_sequences", "output_scores", "return_dict_in_generate",
+      "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+      "exponential_decay_length_penalty", "suppress_tokens",
+      "begin_suppress_tokens",
+      // Training only.
+      "initializer_range", "attention_dropout", "resid_pdrop", "embd_pdrop",
+      "attn_pdrop", "hidden_dropout", "gradient_checkpointing",
+      // transformers 5 LLaMA no longer reads it (it only sliced matmuls).
+      "pretraining_tp",
+      // GPT-2's sequence-summary head (GPT2DoubleHeadsModel), not the LM.
+      "summary_type", "summary_use_proj", "summary_activation",
+      "summary_proj_to_labels", "summary_first_dropout",
+      // GPT-2: upcasts eager attention to fp32; Braid's attention computes
+      // its scores in fp32 always.
+      "reorder_and_upcast_attn",
+  };
+  return fields;
+}
 
-  llvm::Error error(const llvm::Twine &msg) const {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   source + ": " + msg);
-  }
+/// A boolean field that must be false (or absent) for Braid to be right.
+static llvm::Error requireFalse(const Fields &f, StringRef key,
+                                StringRef why) {
+  bool v;
+  BRAID_ASSIGN(v, f.booleanOr(key, false));
+  if (v)
+    return f.error("field '" + key + "' is true; " + why);
+  return llvm::Error::success();
+}
 
-  bool has(StringRef key) const {
-    const llvm::json::Value *v = obj.get(key);
-    return v && v->kind() != llvm::json::Value::Null;
+/// The sliding window of each layer (0: full attention) of a mistral, qwen2
+/// or qwen3 config, as their transformers models decide it.
+static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
+  c.layerWindow.assign(size_t(c.numLayers), 0);
+  if (c.modelType == "llama")
+    return llvm::Error::success(); // LlamaConfig has no sliding window
+  int64_t window = 0;
+  if (f.has("sliding_window"))
+    BRAID_ASSIGN(window, f.integer("sliding_window", limits::kMaxPositions));
+  if (c.modelType == "mistral") {
+    // Mistral: one window for every layer when set (null: none).
+    std::fill(c.layerWindow.begin(), c.layerWindow.end(), window);
+    return llvm::Error::success();
   }
-
-  /// A positive integer field of at most `max`.
-  Expected<int64_t> integer(StringRef key, int64_t max) const {
-    if (!has(key))
-      return error("missing field '" + key + "'");
-    return positiveInt(key, max);
+  // Qwen2/Qwen3: the window counts only with use_sliding_window; the layers
+  // from max_window_layers on use it, unless layer_types says per layer.
+  bool use;
+  BRAID_ASSIGN(use, f.booleanOr("use_sliding_window", false));
+  if (!use)
+    window = 0;
+  int64_t maxWindowLayers = c.numLayers;
+  if (f.has("max_window_layers"))
+    BRAID_ASSIGN(maxWindowLayers,
+                 f.integer("max_window_layers", limits::kMaxLayers));
+  std::vector<std::string> types;
+  BRAID_ASSIGN(types, f.stringsOr("layer_types"));
+  if (types.empty()) {
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      if (window && i >= maxWindowLayers)
+        c.layerWindow[size_t(i)] = window;
+    return llvm::Error::success();
   }
-  Expected<int64_t> integerOr(StringRef key, int64_t def, int64_t max) const {
-    if (!has(key))
-      return checkBound(key, def, max);
-    return positiveInt(key, max);
+  if (int64_t(types.size()) != c.numLayers)
+    return f.error("field 'layer_types' has " + llvm::Twine(types.size()) +
+                   " entries; num_hidden_layers is " +
+                   llvm::Twine(c.numLayers));
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    const std::string &t = types[size_t(i)];
+    if (t == "full_attention")
+      continue;
+    if (t != "sliding_attention")
+      return f.error("field 'layer_types' entry " + llvm::Twine(i) + " is '" +
+                     t + "'; expected full_attention or sliding_attention");
+    if (!window)
+      return f.error("field 'layer_types' makes layer " + llvm::Twine(i) +
+                     " sliding_attention, but no sliding window is in effect "
+                     "(use_sliding_window false or sliding_window null)");
+    c.layerWindow[size_t(i)] = window;
   }
-  /// `value` of field `key` (or, with `derived`, a value computed from
-  /// other fields, named by `key`) is at most `max`.
-  Expected<int64_t> checkBound(StringRef key, int64_t value, int64_t max,
-                               bool derived = false) const {
-    if (value > max)
-      return error((derived ? key + " is " : "field '" + key + "' is ") +
-                   llvm::Twine(value) + "; Braid imports at most " +
-                   llvm::Twine(max) + " (see docs/frontend.md)");
-    return value;
-  }
-  Expected<double> number(StringRef key) const {
-    if (!has(key))
-      return error("missing field '" + key + "'");
-    return positiveNumber(key);
-  }
-  Expected<double> numberOr(StringRef key, double def) const {
-    if (!has(key))
-      return def;
-    return positiveNumber(key);
-  }
-  Expected<bool> booleanOr(StringRef key, bool def) const {
-    if (!has(key))
-      return def;
-    if (auto b = obj.get(key)->getAsBoolean())
-      return *b;
-    return error("field '" + key + "' must be a boolean");
-  }
-  Expected<std::string> stringOr(StringRef key, StringRef def) const {
-    if (!has(key))
-      return def.str();
-    if (auto s = obj.get(key)->getAsString())
-      return s->str();
-    return error("field '" + key + "' must be a string");
-  }
-
-private:
-  Expected<int64_t> positiveInt(StringRef key, int64_t max) const {
-    const llvm::json::Value *v = obj.get(key);
-    // llvm::json converts a double of 2^63 to int64 (undefined behaviour):
-    // refuse numbers that far out before asking for an integer.
-    if (std::optional<double> d = v->getAsNumber();
-        d && !(std::abs(*d) < 0x1p62))
-      return error("field '" + key + "' is " +
-                   llvm::formatv("{0}", *v).str() + "; Braid imports at most " +
-                   llvm::Twine(max));
-    std::optional<int64_t> i = v->getAsInteger();
-    if (!i) {
-      // Accept 4096.0 but not 4096.5.
-      std::optional<double> d = v->getAsNumber();
-      if (d && std::floor(*d) == *d && std::abs(*d) < 9e15)
-        i = (int64_t)*d;
-    }
-    if (!i)
-      return error("field '" + key + "' must be an integer");
-    if (*i <= 0)
-      return error("field '" + key + "' must be positive, got " +
-                   llvm::Twine(*i));
-    return checkBound(key, *i, max);
-  }
-  Expected<double> positiveNumber(StringRef key) const {
-    std::optional<double> d = obj.get(key)->getAsNumber();
-    if (!d)
-      return error("field '" + key + "' must be a number");
-    if (!(*d > 0.0) || !std::isfinite(*d))
-      return error("field '" + key + "' must be positive and finite");
-    return *d;
-  }
-
-  const llvm::json::Object &obj;
-  StringRef source;
-};
-} // namespace
-
-/// Assigns an Expected to `dst` or returns its error from the enclosing
-/// function.
-#define BRAID_ASSIGN(dst, expr)                                                \
-  do {                                                                         \
-    auto _v = (expr);                                                          \
-    if (!_v)                                                                   \
-      return _v.takeError();                                                   \
-    dst = *_v;                                                                 \
-  } while (0)
+  return llvm::Error::success();
+}
 
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Llama;
@@ -138,26 +142,26 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(c.maxPositions,
                f.integer("max_position_embeddings", limits::kMaxPositions));
   BRAID_ASSIGN(c.normEps, f.number("rms_norm_eps"));
-  BRAID_ASSIGN(c.ropeTheta, f.numberOr("rope_theta", 10000.0));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
-  bool attentionBias;
-  BRAID_ASSIGN(attentionBias, f.booleanOr("attention_bias", false));
-  // Qwen2 always carries q/k/v biases; LLaMA and Mistral only with
-  // attention_bias.
-  c.qkvBias = c.modelType == "qwen2" || attentionBias;
-  bool mlpBias;
-  BRAID_ASSIGN(mlpBias, f.booleanOr("mlp_bias", false));
-  if (mlpBias)
-    return f.error("field 'mlp_bias' = true is not supported");
+  // Biases: Qwen2 always has q/k/v biases (never o_proj's); LLaMA and Qwen3
+  // have all four with attention_bias; Mistral has none (no such field).
+  if (c.modelType == "qwen2") {
+    c.qkvBias = true;
+  } else if (c.modelType == "llama" || c.modelType == "qwen3") {
+    bool attentionBias;
+    BRAID_ASSIGN(attentionBias, f.booleanOr("attention_bias", false));
+    c.qkvBias = c.outputBias = attentionBias;
+  }
+  c.qkNorm = c.modelType == "qwen3";
+  if (c.modelType == "llama")
+    if (llvm::Error e = requireFalse(f, "mlp_bias",
+                                     "MLP biases are not supported"))
+      return e;
   std::string act;
   BRAID_ASSIGN(act, f.stringOr("hidden_act", "silu"));
   if (act != "silu")
     return f.error("field 'hidden_act' is '" + act +
                    "'; the LLaMA family needs 'silu'");
-  if (f.has("rope_scaling"))
-    return f.error("field 'rope_scaling' is set; scaled RoPE is not "
-                   "supported yet (remove it only if the model was trained "
-                   "without it)");
 
   if (c.numHeads % c.numKvHeads != 0)
     return f.error("num_attention_heads " + llvm::Twine(c.numHeads) +
@@ -178,7 +182,8 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   if (c.headDim % 2 != 0)
     return f.error("head_dim " + llvm::Twine(c.headDim) +
                    " must be even for RoPE");
-  return llvm::Error::success();
+  BRAID_ASSIGN(c.rope, readRope(f, c.headDim, c.maxPositions));
+  return readSlidingWindows(f, c);
 }
 
 static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
@@ -201,14 +206,37 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   else
     return f.error("field 'activation_function' is '" + act +
                    "'; expected gelu_new, gelu_pytorch_tanh or gelu");
-  // GPT-2's LM head is always the token embedding.
+  // Braid builds GPT-2's LM head as the token embedding (as GPT2LMHeadModel
+  // ties them by default).
+  bool tied;
+  BRAID_ASSIGN(tied, f.booleanOr("tie_word_embeddings", true));
+  if (!tied)
+    return f.error("field 'tie_word_embeddings' is false; Braid's GPT-2 "
+                   "uses the token embedding as its LM head");
   c.tieWordEmbeddings = true;
+  if (llvm::Error e = requireFalse(f, "add_cross_attention",
+                                   "cross-attention layers are not supported"))
+    return e;
   if (c.hiddenSize % c.numHeads != 0)
     return f.error("n_embd " + llvm::Twine(c.hiddenSize) +
                    " is not divisible by n_head " + llvm::Twine(c.numHeads));
   BRAID_ASSIGN(c.headDim, f.checkBound("head_dim = n_embd / n_head",
                                        c.hiddenSize / c.numHeads,
                                        limits::kMaxHeadDim, /*derived=*/true));
+  // GPT2Attention: scores scaled by 1/sqrt(head_dim) only with
+  // scale_attn_weights, and divided by layer + 1 with
+  // scale_attn_by_inverse_layer_idx.
+  bool scaleWeights, byInverseLayer;
+  BRAID_ASSIGN(scaleWeights, f.booleanOr("scale_attn_weights", true));
+  BRAID_ASSIGN(byInverseLayer,
+               f.booleanOr("scale_attn_by_inverse_layer_idx", false));
+  c.layerWindow.assign(size_t(c.numLayers), 0);
+  if (!scaleWeights || byInverseLayer)
+    for (int64_t i = 0; i < c.numLayers; ++i) {
+      double scale = scaleWeights ? 1.0 / std::sqrt(double(c.headDim)) : 1.0;
+      c.layerAttentionScale.push_back(byInverseLayer ? scale / double(i + 1)
+                                                     : scale);
+    }
   if (f.has("n_ctx")) {
     int64_t nCtx;
     BRAID_ASSIGN(nCtx, f.integer("n_ctx", limits::kMaxPositions));
@@ -220,8 +248,8 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   return llvm::Error::success();
 }
 
-Expected<ModelConfig> braid::parseModelConfig(StringRef json,
-                                              StringRef source) {
+Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
+                                              const ConfigOptions &options) {
   // llvm::json recurses per level: bound the nesting before parsing.
   if (llvm::Error deep = checkJsonNesting(json, source))
     return std::move(deep);
@@ -241,23 +269,59 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json,
   BRAID_ASSIGN(c.modelType, f.stringOr("model_type", ""));
   llvm::Error err = llvm::Error::success();
   if (c.modelType == "llama" || c.modelType == "mistral" ||
-      c.modelType == "qwen2")
+      c.modelType == "qwen2" || c.modelType == "qwen3")
     err = parseLlama(f, c);
   else if (c.modelType == "gpt2")
     err = parseGpt2(f, c);
   else
     return f.error("unsupported model_type '" + c.modelType +
-                   "' (supported: llama, mistral, qwen2, gpt2)");
+                   "' (supported: llama, mistral, qwen2, qwen3, gpt2)");
   if (err)
     return std::move(err);
+  if (llvm::Error e = requireFalse(f, "is_encoder_decoder",
+                                   "encoder-decoder models are not supported"))
+    return std::move(e);
+  if (f.has("quantization_config"))
+    return f.error("field 'quantization_config' is set: quantized "
+                   "checkpoints are not supported (Braid loads bf16, fp16 or "
+                   "fp32 weights)");
+
+  std::vector<std::string> unknown;
+  for (const std::string &key : f.unread())
+    // A leading underscore marks transformers' private bookkeeping
+    // (_name_or_path, _attn_implementation) and hand-written notes
+    // ("_comment"): never part of the model's math.
+    if (!harmlessFields().contains(key) && !StringRef(key).starts_with("_"))
+      unknown.push_back(key);
+  if (!unknown.empty() && !options.allowUnknownFields) {
+    std::string list;
+    for (const std::string &key : unknown)
+      list += (list.empty() ? "'" : ", '") + key + "'";
+    return f.error("field" + llvm::Twine(unknown.size() > 1 ? "s " : " ") +
+                   list + " of model_type '" + c.modelType +
+                   "' " + (unknown.size() > 1 ? "are" : "is") +
+                   " neither read by Braid nor known to leave the logits "
+                   "unchanged; refusing rather than ignoring (pass "
+                   "--allow-unknown-config-fields to ignore, at your risk)");
+  }
+  c.ignoredUnknownFields = std::move(unknown);
   return c;
 }
 
-Expected<ModelConfig> braid::loadModelConfig(StringRef path) {
+Expected<ModelConfig> braid::loadModelConfig(StringRef path,
+                                             const ConfigOptions &options) {
+  // A Hugging Face model directory: its config.json.
+  std::string file = path.str();
+  if (path != "-" && llvm::sys::fs::is_directory(path)) {
+    llvm::SmallString<256> p(path);
+    llvm::sys::path::append(p, "config.json");
+    file = std::string(p);
+  }
   // Bounded: /dev/zero or an endless pipe is an error, not an OOM abort.
-  auto buf = readInputFile(path, kMaxConfigBytes, "config");
+  auto buf = readInputFile(file, kMaxConfigBytes, "config");
   if (!buf)
     return buf.takeError();
   return parseModelConfig((*buf)->getBuffer(),
-                          path == "-" ? StringRef("<stdin>") : path);
+                          path == "-" ? StringRef("<stdin>") : StringRef(file),
+                          options);
 }

@@ -7,9 +7,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace braid {
 
+/// Llama covers llama, mistral, qwen2 and qwen3 (pre-norm RMSNorm, RoPE,
+/// SwiGLU); Gpt2 is GPT-2 (LayerNorm, learned positions, GELU).
 enum class ModelFamily { Llama, Gpt2 };
 
 /// Upper bounds on every config size that multiplies into memory, each far
@@ -32,6 +35,22 @@ constexpr int64_t kMaxBatch = 1 << 20;            // --batch: sequences per step
 
 /// The architecture facts Braid needs, read from a Hugging Face
 /// `config.json` and checked for consistency. Field comments give the HF key.
+/// RoPE as transformers computes it (modeling_rope_utils.py): the inverse
+/// frequencies of the D/2 rotated pairs and the factor cos and sin are
+/// multiplied by. Scaled variants (linear, llama3, yarn) are resolved here,
+/// once, so the IR and the runtimes only see the resulting table.
+struct RopeConfig {
+  std::string type = "default"; // rope_type: default|linear|dynamic|llama3|yarn
+  double theta = 10000.0;       // rope_theta
+  /// Empty for the plain theta^(-2i/D) frequencies; else one per pair.
+  std::vector<double> invFreq;
+  double attentionFactor = 1.0; // yarn's mscale; 1 for the others
+};
+
+/// The architecture facts Braid needs, read from a Hugging Face
+/// `config.json` and checked for consistency. Field comments give the HF key.
+/// Every field that changes the computation is either read here or refused
+/// by name; unknown fields are refused unless ConfigOptions allows them.
 struct ModelConfig {
   ModelFamily family = ModelFamily::Llama;
   std::string modelType;       // model_type
@@ -44,19 +63,42 @@ struct ModelConfig {
   int64_t vocabSize = 0;       // vocab_size
   int64_t maxPositions = 0;    // max_position_embeddings | n_positions
   double normEps = 0;          // rms_norm_eps | layer_norm_epsilon
-  double ropeTheta = 10000.0;  // rope_theta (LLaMA family)
+  RopeConfig rope;             // rope_parameters | rope_scaling + rope_theta
   bool tieWordEmbeddings = false; // tie_word_embeddings (GPT-2: always)
-  bool qkvBias = false;        // qwen2, or attention_bias
+  bool qkvBias = false;        // qwen2, or attention_bias (llama, qwen3)
+  bool outputBias = false;     // o_proj.bias: attention_bias (llama, qwen3)
+  bool qkNorm = false;         // qwen3: per-head RMSNorm of q and k
   bool geluTanh = true;        // activation_function gelu_new (GPT-2)
+  /// Keys each layer's queries see, counting their own position; 0: all
+  /// (sliding_window with mistral's, qwen2/3's use_sliding_window,
+  /// max_window_layers or layer_types). One entry per layer.
+  std::vector<int64_t> layerWindow;
+  /// GPT-2 attention scale per layer: 1/sqrt(head_dim) unless
+  /// scale_attn_weights is false, divided by layer + 1 with
+  /// scale_attn_by_inverse_layer_idx. Empty: 1/sqrt(head_dim) everywhere.
+  std::vector<double> layerAttentionScale;
+  /// Top-level fields that were neither read nor known to be harmless,
+  /// ignored because ConfigOptions::allowUnknownFields was set (the tools
+  /// print them as a warning).
+  std::vector<std::string> ignoredUnknownFields;
+};
+
+struct ConfigOptions {
+  /// Ignore top-level fields Braid does not know instead of refusing the
+  /// config (they are listed in ModelConfig::ignoredUnknownFields).
+  bool allowUnknownFields = false;
 };
 
 /// Parses and validates `config.json` text. Errors name the offending field
 /// (and `source`, e.g. the file name).
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef json,
-                                             llvm::StringRef source);
+                                             llvm::StringRef source,
+                                             const ConfigOptions &options = {});
 /// Reads and parses a config file ("-": stdin) of at most kMaxConfigBytes
-/// (frontend/input/InputFile.h); a directory or a device is an error.
-llvm::Expected<ModelConfig> loadModelConfig(llvm::StringRef path);
+/// (frontend/input/InputFile.h). A directory is read as a Hugging Face model
+/// directory: its `config.json`. A device is an error.
+llvm::Expected<ModelConfig> loadModelConfig(llvm::StringRef path,
+                                            const ConfigOptions &options = {});
 
 } // namespace braid
 

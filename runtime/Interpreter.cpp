@@ -285,7 +285,7 @@ Status OpRunner::compute(const plan::Op &op) {
                                       loadF(operand(2)), op.epsilon()));
   case OpCode::Rope:
     return store(result(0),
-                 rope(loadF(operand(0)), loadI(operand(1)), op.theta()));
+                 rope(loadF(operand(0)), loadI(operand(1)), ropeParamsOf(op)));
   case OpCode::Attention: {
     AttentionParams p = attentionParamsOf(op);
     if (op.operands()->size() == 3)

@@ -5,6 +5,7 @@
 #include "runtime/ScheduleCheck.h"
 #include "runtime/cpu/ShapeRules.h"
 
+#include <cmath>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -546,6 +547,38 @@ private:
     return Status::ok();
   }
 
+  // Attributes whose bad values the kernels would turn into wrong numbers
+  // rather than errors: RoPE's frequency table (one positive, finite value
+  // per rotated pair) and the sliding window (causal only).
+  Status checkAttributes(const std::string &where, const braid::plan::Op &op) {
+    if (op.opcode() == OpCode::Rope) {
+      Shape x = shapeOf(op.operands()->Get(0));
+      if (const auto *inv = op.rope_inv_freq(); inv && inv->size() > 0) {
+        int64_t pairs = x.empty() ? 0 : x.back() / 2;
+        if (int64_t(inv->size()) != pairs)
+          return errorf(where, "rope_inv_freq has ", inv->size(),
+                        " frequencies; the input ", formatShape(x), " has ",
+                        pairs, " rotated pairs");
+        for (unsigned i = 0; i < inv->size(); ++i)
+          if (!(inv->Get(i) > 0.0) || !std::isfinite(inv->Get(i)))
+            return errorf(where, "rope_inv_freq[", i, "] is ", inv->Get(i),
+                          "; frequencies must be positive and finite");
+      }
+      double af = op.rope_attention_factor();
+      if (!(af > 0.0) || !std::isfinite(af))
+        return errorf(where, "rope_attention_factor ", af,
+                      " must be positive and finite");
+    }
+    if (op.opcode() == OpCode::Attention) {
+      if (op.sliding_window() < 0)
+        return errorf(where, "sliding_window ", op.sliding_window(),
+                      " must be >= 0 (0: none)");
+      if (op.sliding_window() > 0 && !op.causal())
+        return errorf(where, "sliding_window needs causal attention");
+    }
+    return Status::ok();
+  }
+
   // Operand and result dtypes, as the dialect types them: the kernels read
   // ids and positions as integers and do float math on floats, so a float
   // tensor feeding token ids (or an f16 operand of a bf16 GEMM) would run
@@ -734,6 +767,7 @@ private:
       }
       BRAID_RETURN_IF_ERROR(checkShapes(where, *op));
       BRAID_RETURN_IF_ERROR(checkDTypes(where, *op));
+      BRAID_RETURN_IF_ERROR(checkAttributes(where, *op));
       bool isStart = a.asyncStart, isWait = op->opcode() == OpCode::Wait;
       if (isStart || isWait) {
         int h = op->handle();
@@ -839,9 +873,11 @@ static Status checkVectorAlignment(const braid::plan::Plan &root) {
 
 Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
   BRAID_RETURN_IF_ERROR(checkVectorAlignment(plan));
-  if (plan.version() != kPlanFormatVersion)
+  if (plan.version() < kOldestPlanFormatVersion ||
+      plan.version() > kPlanFormatVersion)
     return errorf("plan format version ", plan.version(),
-                  " does not match the runtime's version ", kPlanFormatVersion);
+                  " is not one this runtime reads (", kOldestPlanFormatVersion,
+                  " to ", kPlanFormatVersion, ")");
   int world = plan.world_size();
   if (world < 1)
     return errorf("world_size ", world, " must be >= 1");

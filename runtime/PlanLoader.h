@@ -24,8 +24,11 @@
 
 namespace braid::rt {
 
-/// Bumped whenever plan.fbs changes meaning; must equal Plan.version.
-constexpr uint32_t kPlanFormatVersion = 1;
+/// Bumped whenever plan.fbs changes meaning; what the exporter writes.
+constexpr uint32_t kPlanFormatVersion = 2;
+/// The oldest version this runtime still reads: version 2 only added
+/// fields (scaled RoPE, sliding windows) a version-1 plan cannot hold.
+constexpr uint32_t kOldestPlanFormatVersion = 1;
 
 struct LoadOptions;
 

@@ -76,6 +76,14 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     break;
   case OpCode::Rope:
     add("theta") << op.theta();
+    if (op.rope_inv_freq() && op.rope_inv_freq()->size() > 0) {
+      // The scaled frequencies, first and last (the table can be long).
+      const auto *inv = op.rope_inv_freq();
+      add("inv_freq") << "[" << inv->Get(0) << " .. "
+                      << inv->Get(inv->size() - 1) << "] x" << inv->size();
+    }
+    if (op.rope_attention_factor() != 1.0)
+      add("attention_factor") << op.rope_attention_factor();
     break;
   case OpCode::Attention:
     if (op.causal())
@@ -85,6 +93,8 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     add("head_dim") << op.head_dim();
     if (op.scale() != 0.0)
       add("scale") << op.scale();
+    if (op.sliding_window() != 0)
+      add("sliding_window") << op.sliding_window();
     break;
   case OpCode::Gelu:
     add("approximation")

@@ -497,6 +497,10 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
             .Case([&](RopeOp m) {
               o->opcode = plan::OpCode::Rope;
               o->theta = m.getTheta().convertToDouble();
+              if (std::optional<ArrayRef<double>> inv = m.getInvFreq())
+                o->rope_inv_freq.assign(inv->begin(), inv->end());
+              if (std::optional<APFloat> af = m.getAttentionFactor())
+                o->rope_attention_factor = af->convertToDouble();
               return success();
             })
             .Case([&](AttentionOp m) {
@@ -506,6 +510,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->num_kv_heads = m.getNumKvHeads();
               o->head_dim = m.getHeadDim();
               o->scale = m.getScale() ? m.getScale()->convertToDouble() : 0.0;
+              o->sliding_window = int64_t(m.getSlidingWindow().value_or(0));
               return success();
             })
             .Case([&](SiluOp) {

@@ -15,15 +15,17 @@ AttentionParams cpu::attentionParamsOf(const braid::plan::Op &op) {
   p.numKvHeads = op.num_kv_heads();
   p.headDim = op.head_dim();
   p.scale = op.scale();
+  p.slidingWindow = op.sliding_window();
   return p;
 }
 
-// o[b, i, h] = softmax_j(scale * q.k_j) v_j over keys j < keyCount(i), with
-// keys read from kData/vData laid out [B, keyStride, Hkv, D].
+// o[b, i, h] = softmax_j(scale * q.k_j) v_j over keys j in [lo, n) with
+// n = keyCount(b, i) and lo = n - window (0 without a window), keys read
+// from kData/vData laid out [B, keyStride, Hkv, D].
 template <typename KeyCount>
 static void attend(const FTensor &q, const float *kData, const float *vData,
                    int64_t keyStride, const AttentionDims &d, double scaleAttr,
-                   KeyCount keyCount, FTensor &o) {
+                   int64_t window, KeyCount keyCount, FTensor &o) {
   float scale =
       scaleAttr != 0.0 ? float(scaleAttr) : 1.0f / std::sqrt(float(d.d));
   int64_t groupSize = d.hq / d.hkv;
@@ -31,12 +33,13 @@ static void attend(const FTensor &q, const float *kData, const float *vData,
   for (int64_t b = 0; b < d.b; ++b)
     for (int64_t i = 0; i < d.sq; ++i) {
       int64_t n = keyCount(b, i);
+      int64_t lo = window > 0 ? std::max<int64_t>(n - window, 0) : 0;
       scores.assign(size_t(std::max<int64_t>(n, 0)), 0.0f);
       for (int64_t h = 0; h < d.hq; ++h) {
         int64_t kvh = h / groupSize; // GQA: query head h reads kv head h/g
         const float *qp = q.data.data() + ((b * d.sq + i) * d.hq + h) * d.d;
         float mx = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = lo; j < n; ++j) {
           const float *kp = kData + ((b * keyStride + j) * d.hkv + kvh) * d.d;
           float dot = 0.0f;
           for (int64_t e = 0; e < d.d; ++e)
@@ -45,14 +48,14 @@ static void attend(const FTensor &q, const float *kData, const float *vData,
           mx = std::max(mx, scores[size_t(j)]);
         }
         float sum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = lo; j < n; ++j) {
           scores[size_t(j)] = std::exp(scores[size_t(j)] - mx);
           sum += scores[size_t(j)];
         }
         float *op = o.data.data() + ((b * d.sq + i) * d.hq + h) * d.d;
         for (int64_t e = 0; e < d.d; ++e)
           op[e] = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = lo; j < n; ++j) {
           const float *vp = vData + ((b * keyStride + j) * d.hkv + kvh) * d.d;
           float w = scores[size_t(j)] / sum;
           for (int64_t e = 0; e < d.d; ++e)
@@ -73,8 +76,9 @@ Expected<FTensor> cpu::attention(const FTensor &q, const FTensor &k,
     return o;
   int64_t s = d.sq;
   bool causal = p.causal;
+  int64_t window = causal ? p.slidingWindow : 0;
   attend(
-      q, k.data.data(), v.data.data(), s, d, p.scale,
+      q, k.data.data(), v.data.data(), s, d, p.scale, window,
       [&](int64_t, int64_t i) { return causal ? i + 1 : s; }, o);
   return o;
 }
@@ -113,8 +117,9 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
     return o;
   bool causal = p.causal;
   int64_t s = d.sq;
+  int64_t window = causal ? p.slidingWindow : 0;
   attend(
-      q, kCache.data.data(), vCache.data.data(), maxS, d, p.scale,
+      q, kCache.data.data(), vCache.data.data(), maxS, d, p.scale, window,
       [&](int64_t b, int64_t i) {
         int64_t pos = position.data[size_t(b)];
         return causal ? pos + i + 1 : pos + s;

@@ -37,8 +37,20 @@ Expected<FTensor> rmsNorm(const FTensor &x, const FTensor &weight,
                           double epsilon);
 Expected<FTensor> layerNorm(const FTensor &x, const FTensor &weight,
                             const FTensor &bias, double epsilon);
+/// braid.rope's attributes. A plain theta (implicitly) is the default RoPE.
+struct RopeParams {
+  RopeParams(double theta = 10000.0) : theta(theta) {}
+  double theta;
+  std::vector<double> invFreq; // empty: theta^(-2i/D); else D/2 of them
+  double attentionFactor = 1.0; // multiplies cos and sin (yarn)
+};
+/// The attributes of a plan's rope op.
+RopeParams ropeParamsOf(const plan::Op &op);
+/// The D/2 frequencies `p` rotates pairs by: its table, or theta^(-2i/D)
+/// in double. Both runtimes compute angles from these.
+std::vector<double> ropeInvFreq(const RopeParams &p, int64_t headDim);
 Expected<FTensor> rope(const FTensor &x, const ITensor &positions,
-                       double theta);
+                       const RopeParams &p);
 FTensor silu(const FTensor &x);
 FTensor gelu(const FTensor &x, GeluKind kind);
 Expected<FTensor> softmax(const FTensor &x, int64_t dim);
@@ -52,6 +64,8 @@ struct AttentionParams {
   bool causal = false;
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0;
   double scale = 0.0; // 0: 1/sqrt(headDim)
+  /// Causal only: a query at position i sees keys (i - W, i]; 0: all.
+  int64_t slidingWindow = 0;
 };
 /// The attributes of a plan's attention op.
 AttentionParams attentionParamsOf(const plan::Op &op);
@@ -60,7 +74,8 @@ Expected<FTensor> attention(const FTensor &q, const FTensor &k,
                             const FTensor &v, const AttentionParams &p);
 /// With a KV cache: writes k, v into kCache/vCache at [pos, pos+S) (in
 /// place; the caches are the updated caches afterwards) and attends query i
-/// to cache entries [0, pos+i] (causal) or [0, pos+S) (not causal).
+/// to cache entries [0, pos+i] (causal; [pos+i-W+1, pos+i] with a sliding
+/// window W) or [0, pos+S) (not causal).
 Expected<FTensor> attentionWithCache(const FTensor &q, const FTensor &k,
                                      const FTensor &v, FTensor &kCache,
                                      FTensor &vCache, const ITensor &position,

@@ -7,8 +7,25 @@
 using namespace braid::rt;
 using namespace braid::rt::cpu;
 
+RopeParams cpu::ropeParamsOf(const braid::plan::Op &op) {
+  RopeParams p(op.theta());
+  if (const auto *inv = op.rope_inv_freq())
+    p.invFreq.assign(inv->begin(), inv->end());
+  p.attentionFactor = op.rope_attention_factor();
+  return p;
+}
+
+std::vector<double> cpu::ropeInvFreq(const RopeParams &p, int64_t headDim) {
+  if (!p.invFreq.empty())
+    return p.invFreq;
+  std::vector<double> inv(size_t(headDim / 2));
+  for (int64_t i = 0; i < headDim / 2; ++i)
+    inv[size_t(i)] = std::pow(p.theta, -2.0 * double(i) / double(headDim));
+  return inv;
+}
+
 Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
-                            double theta) {
+                            const RopeParams &p) {
   auto dims = checkRopeShapes(x.shape, positions.shape);
   if (!dims)
     return dims.status();
@@ -17,13 +34,20 @@ Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
   FTensor y{x.shape, std::vector<float>(x.data.size())};
   if (y.data.empty()) // no per-position work for an empty tensor
     return y;
+  if (!p.invFreq.empty() && int64_t(p.invFreq.size()) != half)
+    return errorf("rope: ", p.invFreq.size(), " frequencies for ", half,
+                  " rotated pairs");
+  std::vector<double> invFreq = ropeInvFreq(p, d);
+  float factor = float(p.attentionFactor);
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t si = 0; si < s; ++si) {
       double pos = double(positions.data[size_t(bi * s + si)]);
       for (int64_t i = 0; i < half; ++i) {
-        // Element i pairs with i + D/2 at frequency theta^(-2i/D).
-        double angle = pos * std::pow(theta, -2.0 * double(i) / double(d));
-        float c = float(std::cos(angle)), sn = float(std::sin(angle));
+        // Element i pairs with i + D/2 at frequency invFreq[i]
+        // (theta^(-2i/D) unscaled); transformers scales cos and sin in fp32.
+        double angle = pos * invFreq[size_t(i)];
+        float c = float(std::cos(angle)) * factor;
+        float sn = float(std::sin(angle)) * factor;
         for (int64_t hi = 0; hi < h; ++hi) {
           size_t base = size_t(((bi * s + si) * h + hi) * d);
           float x1 = x.data[base + size_t(i)];

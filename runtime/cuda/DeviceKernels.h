@@ -64,6 +64,7 @@ cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
                             int64_t h, float epsilon, cudaStream_t stream);
 cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
                        int64_t heads, int64_t headDim, double theta,
+                       const double *invFreq, double attentionFactor,
                        cudaStream_t stream);
 cudaError_t launchSoftmax(In x, Out y, int64_t outer, int64_t n, int64_t inner,
                           cudaStream_t stream);
@@ -80,6 +81,7 @@ struct AttentionArgs {
   int64_t keyStride; // rows per batch in k/v: S, or maxS for a cache
   float scale;
   bool causal;
+  int64_t slidingWindow = 0; // causal only: the last W keys; 0: all
   In position; // data null: no cache; else [B] cache positions
   const DeviceErrorRecord *error; // with a cache: skip while set
   /// Split-KV scratch of `partialsBytes`; null, or smaller than the

@@ -237,6 +237,9 @@ private:
     std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
     std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
     std::map<int, DeviceMemory> staging; // by op index
+    /// Scaled RoPE frequency tables (rope_inv_freq), by op index; uploaded
+    /// once when the plan is prepared.
+    std::map<int, DeviceMemory> ropeTables;
     // Split-KV attention partials, by stream (the ops of one stream run in
     // order, so they share one; null where no attention splits).
     std::vector<DeviceMemory> attentionScratch;
@@ -542,6 +545,17 @@ Status CudaRank::prepareFunction(Function &fn) {
         fn.attentionScratchBytes[s] =
             std::max(fn.attentionScratchBytes[s], bytes);
       }
+      if (code == OpCode::Rope && op.rope_inv_freq() &&
+          op.rope_inv_freq()->size() > 0) {
+        const auto *inv = op.rope_inv_freq();
+        std::vector<double> table(inv->begin(), inv->end());
+        DeviceMemory mem;
+        size_t bytes = table.size() * sizeof(double);
+        BRAID_CUDA_CHECK(cudaMalloc(mem.out(), bytes));
+        BRAID_CUDA_CHECK(
+            cudaMemcpy(mem.get(), table.data(), bytes, cudaMemcpyHostToDevice));
+        fn.ropeTables.emplace(int(i), std::move(mem));
+      }
       size_t staging = 0;
       if (code == OpCode::AllGather)
         staging = bytesOf(ref(fn, op.results()->Get(0)));
@@ -702,8 +716,15 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   case OpCode::LayerNorm:
     return layerNorm(operand(0), operand(1), operand(2), result(0),
                      op.epsilon(), stream);
-  case OpCode::Rope:
-    return rope(operand(0), operand(1), result(0), op.theta(), stream);
+  case OpCode::Rope: {
+    auto table = fn.ropeTables.find(index);
+    const double *invFreq =
+        table == fn.ropeTables.end()
+            ? nullptr
+            : static_cast<const double *>(table->second.get());
+    return rope(operand(0), operand(1), result(0), op.theta(), stream,
+                invFreq, op.rope_attention_factor());
+  }
   case OpCode::Silu:
     return silu(operand(0), result(0), stream);
   case OpCode::Gelu:

@@ -105,6 +105,7 @@ detail::AttentionArgs attentionArgs(const TensorRef &q, const TensorRef &o,
   a.headDim = d.d;
   a.scale = p.scale != 0.0 ? float(p.scale) : 1.0f / std::sqrt(float(d.d));
   a.causal = p.causal;
+  a.slidingWindow = p.causal ? p.slidingWindow : 0;
   return a;
 }
 
@@ -215,7 +216,8 @@ Status cuda::layerNorm(const TensorRef &x, const TensorRef &weight,
 //===----------------------------------------------------------------------===//
 
 Status cuda::rope(const TensorRef &x, const TensorRef &positions,
-                  const TensorRef &y, double theta, cudaStream_t stream) {
+                  const TensorRef &y, double theta, cudaStream_t stream,
+                  const double *invFreq, double attentionFactor) {
   auto dims = cpu::checkRopeShapes(x.shape, positions.shape);
   if (!dims)
     return dims.status();
@@ -225,7 +227,8 @@ Status cuda::rope(const TensorRef &x, const TensorRef &positions,
   BRAID_RETURN_IF_ERROR(checkData("rope", "result", y));
   BRAID_CUDA_CHECK(detail::launchRope(in(x), in(positions), out(y),
                                       dims->b * dims->s, dims->h, dims->d,
-                                      theta, stream));
+                                      theta, invFreq, attentionFactor,
+                                      stream));
   return Status::ok();
 }
 

@@ -237,15 +237,19 @@ __global__ void layerNormKernel(In x, In weight, In bias, Out y, int64_t rows,
 //===----------------------------------------------------------------------===//
 
 __global__ void ropeKernel(In x, In positions, Out y, int64_t tokens,
-                           int64_t heads, int64_t d, double theta) {
+                           int64_t heads, int64_t d, double theta,
+                           const double *invFreq, float attentionFactor) {
   const int64_t half = d / 2, count = tokens * heads * half;
   for (int64_t e = globalThread(); e < count; e += gridThreads()) {
     const int64_t i = e % half, t = e / half;
     const int64_t head = t % heads, token = t / heads;
-    // Element i pairs with i + D/2 at frequency theta^(-2i/D), in fp64.
+    // Element i pairs with i + D/2 at frequency theta^(-2i/D) or the
+    // scaled table's, in fp64; cos and sin scaled in fp32 as transformers.
     double pos = double(loadInt(positions, token));
-    double angle = pos * pow(theta, -2.0 * double(i) / double(d));
-    float c = float(cos(angle)), s = float(sin(angle));
+    double inv = invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(d));
+    double angle = pos * inv;
+    float c = float(cos(angle)) * attentionFactor;
+    float s = float(sin(angle)) * attentionFactor;
     const int64_t base = (token * heads + head) * d;
     float x1 = load(x, base + i), x2 = load(x, base + i + half);
     store(y, base + i, x1 * c - x2 * s);
@@ -377,6 +381,14 @@ __device__ __forceinline__ int64_t attendedKeys(const AttentionArgs &a,
   return a.causal ? i + 1 : a.seq;
 }
 
+/// The first key a row attending to [0, n) sees: n - W with a sliding
+/// window W (keys (i - W, i]), else 0.
+__device__ __forceinline__ int64_t firstAttendedKey(const AttentionArgs &a,
+                                                    int64_t n) {
+  return a.slidingWindow > 0 ? max(n - a.slidingWindow, int64_t(0))
+                             : int64_t(0);
+}
+
 /// Starts copying keys [j0, j0 + cnt) of (b, kvh) into a stage: 16-byte
 /// asynchronous copies (cp.async) when rows are aligned, else element by
 /// element (synchronously) into the same swizzled layout.
@@ -471,8 +483,12 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
 
   // This block's keys: its split's range, up to the last row's extent (the
   // rows of a tile are in query order, so the last attends to the most).
-  const int64_t kBegin = int64_t(split) * L.keysPerSplit;
-  const int64_t kEnd = min(kBegin + L.keysPerSplit,
+  // With a sliding window no row sees keys before the first row's window
+  // (rows are in query order), so those tiles are not read at all.
+  const int64_t splitBegin = int64_t(split) * L.keysPerSplit;
+  const int64_t kBegin =
+      max(splitBegin, firstAttendedKey(a, attendedKeys(a, b, queryPos(0))));
+  const int64_t kEnd = min(splitBegin + L.keysPerSplit,
                            attendedKeys(a, b, queryPos(rows - 1)));
   const int tiles = kEnd > kBegin ? int((kEnd - kBegin + Tk - 1) / Tk) : 0;
   auto stageK = [&](int s) { return smem + S.k + s * Tk * S.rowBytes; };
@@ -518,9 +534,10 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
     // 16-byte chunks of the key row at a time.
     for (int r = warp; r < rows; r += warps) {
       const int64_t n = int64_t(nRow[r]);
+      const int64_t lo = firstAttendedKey(a, n);
       const int jj = lane;
       float s = -INFINITY;
-      if (jj < cnt && j0 + jj < n) {
+      if (jj < cnt && j0 + jj < n && j0 + jj >= lo) {
         const float *qr = qs + r * d;
         const char *kr = ks + jj * S.rowBytes;
         float d0 = 0.0f, d1 = 0.0f;
@@ -804,12 +821,14 @@ cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
 
 cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
                        int64_t heads, int64_t headDim, double theta,
+                       const double *invFreq, double attentionFactor,
                        cudaStream_t stream) {
   const int64_t count = tokens * heads * (headDim / 2);
   if (count == 0)
     return cudaSuccess;
   ropeKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(
-      x, positions, y, tokens, heads, headDim, theta);
+      x, positions, y, tokens, heads, headDim, theta, invFreq,
+      float(attentionFactor));
   return cudaGetLastError();
 }
 

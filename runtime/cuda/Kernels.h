@@ -64,9 +64,12 @@ Status layerNorm(const TensorRef &x, const TensorRef &weight,
                  cudaStream_t stream);
 
 /// x, y [B, S, H, D] (D even), positions [B, S]: element i pairs with
-/// i + D/2 at angle position * theta^(-2i/D) (Hugging Face rotate_half).
+/// i + D/2 at angle position * theta^(-2i/D) (Hugging Face rotate_half), or
+/// position * invFreq[i] with a device table of D/2 frequencies (scaled
+/// RoPE); cos and sin are multiplied by attentionFactor.
 Status rope(const TensorRef &x, const TensorRef &positions, const TensorRef &y,
-            double theta, cudaStream_t stream);
+            double theta, cudaStream_t stream, const double *invFreq = nullptr,
+            double attentionFactor = 1.0);
 
 /// Softmax along `dim` of any rank (max-shifted).
 Status softmax(const TensorRef &x, const TensorRef &y, int64_t dim,

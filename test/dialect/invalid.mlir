@@ -178,6 +178,46 @@ func.func @f(%x: tensor<2x16x8x64xbf16>, %p: tensor<2x16xi32>) {
 
 // -----
 
+func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
+  // expected-error@+1 {{'braid.rope' op inv_freq has 3 frequencies; the head dim 4 has 2 pairs}}
+  %0 = braid.rope %x, %p {theta = 1.0e4 : f64, inv_freq = array<f64: 1.0, 0.5, 0.25>} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
+  // expected-error@+1 {{'braid.rope' op inv_freq[1] is 0.000000e+00; frequencies must be positive and finite}}
+  %0 = braid.rope %x, %p {theta = 1.0e4 : f64, inv_freq = array<f64: 1.0, 0.0>} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
+  // expected-error@+1 {{'braid.rope' op attention_factor must be positive and finite, got -1.000000e+00}}
+  %0 = braid.rope %x, %p {theta = 1.0e4 : f64, attention_factor = -1.0 : f64} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x4x8xbf16>) {
+  // expected-error@+1 {{'braid.attention' op sliding_window must be >= 1, got 0}}
+  %0 = braid.attention %q, %q, %q {causal, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 8 : i64, sliding_window = 0 : i64} : (tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>) -> tensor<1x4x4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x4x8xbf16>) {
+  // expected-error@+1 {{'braid.attention' op sliding_window needs causal attention}}
+  %0 = braid.attention %q, %q, %q {num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 8 : i64, sliding_window = 2 : i64} : (tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>) -> tensor<1x4x4x8xbf16>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x6x8xbf16>, %k: tensor<1x4x4x8xbf16>) {
   // expected-error@+1 {{attention: num_heads 6 is not divisible by num_kv_heads 4}}
   %0 = braid.attention %q, %k, %k {num_heads = 6 : i64, num_kv_heads = 4 : i64, head_dim = 8 : i64} : (tensor<1x4x6x8xbf16>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>) -> tensor<1x4x6x8xbf16>

@@ -362,6 +362,31 @@ TEST_P(CudaKernels, Rope) {
   }
 }
 
+// Scaled RoPE: a device frequency table and yarn's attention factor.
+TEST_P(CudaKernels, RopeFrequencyTableMatchesCpu) {
+  DType dt = GetParam();
+  const Shape shape{2, 7, 3, 64};
+  cpu::RopeParams params(10000.0);
+  for (int64_t i = 0; i < 32; ++i) // a llama3-like bend in the slow half
+    params.invFreq.push_back(std::pow(10000.0, -double(i) / 32.0) /
+                             (i < 16 ? 1.0 : 8.0));
+  params.attentionFactor = 1.1386;
+  HostTensor x = randomTensor(dt, shape, -2, 2, 71);
+  HostTensor pos = HostTensor::fromInts(
+      DType::I64, {2, 7}, randomInts(14, 0, 100000, 72));
+  void *dtable = rawAlloc(params.invFreq.size() * sizeof(double));
+  ASSERT_CUDA(cudaMemcpy(dtable, params.invFreq.data(),
+                         params.invFreq.size() * sizeof(double),
+                         cudaMemcpyHostToDevice));
+  cu::TensorRef y = alloc(dt, shape);
+  ASSERT_OK(cu::rope(upload(x), upload(pos), y, params.theta, stream(),
+                     static_cast<const double *>(dtable),
+                     params.attentionFactor));
+  auto want = cpu::rope(asF(x), asI(pos), params);
+  ASSERT_TRUE(want) << want.status().message();
+  expectClose(download(y), stored(dt, *want), "rope with a table");
+}
+
 //===----------------------------------------------------------------------===//
 // Softmax
 //===----------------------------------------------------------------------===//
@@ -649,6 +674,69 @@ TEST_P(CudaKernels, AttentionSplitKvMatchesCpu) {
     FTensor ckc = asF(kc), cvc = asF(vc);
     auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
                                         asI(pos), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(o), stored(dt, *want), what);
+  }
+}
+
+// Sliding-window attention (Mistral, Qwen) against the CPU kernel: without
+// a cache (prefill), and over a cache split across blocks, with windows
+// shorter than one split, than one key tile, of one key, and longer than
+// the history.
+TEST_P(CudaKernels, AttentionSlidingWindowMatchesCpu) {
+  DType dt = GetParam();
+  uint32_t seed = 401;
+  for (int64_t window : {1, 7, 40}) {
+    const int64_t b = 2, s = 37, hq = 8, hkv = 2, d = 64;
+    std::string what = "sliding-window prefill w" + std::to_string(window);
+    HostTensor q = randomTensor(dt, {b, s, hq, d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+    AttentionParams p = attnParams(hq, hkv, d, true);
+    p.slidingWindow = window;
+    cu::TensorRef o = alloc(dt, q.shape);
+    ASSERT_OK(cu::attention(upload(q), upload(k), upload(v), o, p, stream()));
+    auto want = cpu::attention(asF(q), asF(k), asF(v), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(o), stored(dt, *want), what);
+  }
+  struct Case {
+    int64_t s, window;
+    std::vector<int64_t> pos;
+  };
+  for (const Case &c : {Case{1, 512, {4095, 300}}, Case{1, 1, {4095, 0}},
+                        Case{1, 4096, {4095, 17}}, Case{40, 16, {1000, 3}},
+                        Case{40, 700, {3000, 2500}}}) {
+    const int64_t b = 2, hq = 32, hkv = 8, d = 128, maxS = 4096;
+    std::string what = "sliding-window split-KV s" + std::to_string(c.s) +
+                       " w" + std::to_string(c.window) + " pos " +
+                       std::to_string(c.pos[0]);
+    cu::AttentionWorkspace ws;
+    ws.multiprocessors = 132;
+    ws.bytes = cu::attentionWorkspaceBytes({b, c.s, hq, d}, hkv, maxS,
+                                           ws.multiprocessors);
+    ws.data = ws.bytes ? rawAlloc(ws.bytes) : nullptr;
+    HostTensor q = randomTensor(dt, {b, c.s, hq, d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {b, c.s, hkv, d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {b, c.s, hkv, d}, -1, 1, seed++);
+    HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+    HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+    std::vector<int64_t> pos = c.pos;
+    for (int64_t &x : pos)
+      x = std::min(x, maxS - c.s);
+    HostTensor dpos = HostTensor::fromInts(DType::I64, {b}, pos);
+    AttentionParams p = attnParams(hq, hkv, d, true);
+    p.slidingWindow = c.window;
+    auto flag = cu::DeviceErrorFlag::create();
+    ASSERT_TRUE(flag) << flag.status().message();
+    cu::TensorRef o = alloc(dt, q.shape);
+    ASSERT_OK(cu::attentionWithCache(upload(q), upload(k), upload(v),
+                                     upload(kc), upload(vc), upload(dpos), o,
+                                     p, flag->get(), stream(), ws));
+    ASSERT_OK(flag->check(stream()));
+    FTensor ckc = asF(kc), cvc = asF(vc);
+    auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                        asI(dpos), p);
     ASSERT_TRUE(want) << want.status().message();
     expectClose(download(o), stored(dt, *want), what);
   }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 
 using namespace braid::rt;
@@ -115,6 +117,32 @@ TEST(RopeKernel, RotateHalfPairs) {
   EXPECT_FALSE(rope(x, ITensor{{2}, {0, 2}}, 100.0));
 }
 
+TEST(RopeKernel, FrequencyTableAndAttentionFactor) {
+  // The table {1, 0.1} is theta = 100's: the same rotation as above.
+  FTensor x{{1, 2, 1, 4}, {5, 6, 7, 8, 1, 2, 3, 4}};
+  RopeParams table(100.0);
+  table.invFreq = {1.0, 0.1};
+  auto y = rope(x, ITensor{{1, 2}, {0, 2}}, table);
+  ASSERT_TRUE(y) << y.status().message();
+  expectNear(y->data,
+             {5, 6, 7, 8, -3.144039f, 1.165456f, -0.339143f, 4.317605f});
+  // A scaled table: pair 1 now turns by 2 * 0.5 = 1 rad; attention_factor
+  // 2 doubles cos and sin (so position 0 doubles x).
+  RopeParams scaled(100.0);
+  scaled.invFreq = {1.0, 0.5};
+  scaled.attentionFactor = 2.0;
+  y = rope(x, ITensor{{1, 2}, {0, 2}}, scaled);
+  ASSERT_TRUE(y);
+  float c1 = std::cos(1.0f), s1 = std::sin(1.0f);
+  float c2 = std::cos(2.0f), s2 = std::sin(2.0f);
+  expectNear(y->data, {10, 12, 14, 16, //
+                       2 * (1 * c2 - 3 * s2), 2 * (2 * c1 - 4 * s1),
+                       2 * (3 * c2 + 1 * s2), 2 * (4 * c1 + 2 * s1)});
+  RopeParams wrong(100.0);
+  wrong.invFreq = {1.0};
+  EXPECT_FALSE(rope(x, ITensor{{1, 2}, {0, 2}}, wrong));
+}
+
 namespace {
 // B=1, S=2, Hq=2, Hkv=1, D=2 (both query heads share the KV head).
 FTensor q2() { return {{1, 2, 2, 2}, {1, 0, 0, 1, 1, 1, 2, 0}}; }
@@ -196,6 +224,44 @@ TEST(AttentionKernel, KvCacheWritesAndAttendsPrefix) {
                        0, 1, 9, 9, 9, 9, 9, 9});
   expectNear(vc.data, {1, 2, 3, 4, 100, 100, 100, 100, //
                        5, 6, 9, 9, 9, 9, 9, 9});
+}
+
+TEST(AttentionKernel, SlidingWindow) {
+  // S = 3, one head, D = 1: equal scores, so each output is the mean of
+  // the values the window shows. Window 2: token 2 sees tokens 1 and 2.
+  AttentionParams p;
+  p.causal = true;
+  p.numHeads = p.numKvHeads = p.headDim = 1;
+  FTensor q{{1, 3, 1, 1}, {0, 0, 0}}, k = q;
+  FTensor v{{1, 3, 1, 1}, {1, 2, 4}};
+  p.slidingWindow = 2;
+  auto o = attention(q, k, v, p);
+  ASSERT_TRUE(o) << o.status().message();
+  expectNear(o->data, {1, 1.5f, 3});
+  // Window 1: every token sees only itself; a window past S is causal.
+  p.slidingWindow = 1;
+  o = attention(q, k, v, p);
+  ASSERT_TRUE(o);
+  expectNear(o->data, {1, 2, 4});
+  p.slidingWindow = 8;
+  o = attention(q, k, v, p);
+  ASSERT_TRUE(o);
+  expectNear(o->data, {1, 1.5f, 7.0f / 3});
+}
+
+TEST(AttentionKernel, SlidingWindowOverTheCacheDecodesPastTheWindow) {
+  // Decoding position 5 with window 3 sees cache rows 3, 4, 5 only: rows
+  // 0-2 (values 100) left the window.
+  AttentionParams p;
+  p.causal = true;
+  p.numHeads = p.numKvHeads = p.headDim = 1;
+  p.slidingWindow = 3;
+  FTensor kc{{1, 8, 1, 1}, std::vector<float>(8, 0.0f)};
+  FTensor vc{{1, 8, 1, 1}, {100, 100, 100, 1, 2, 0, 0, 0}};
+  FTensor q{{1, 1, 1, 1}, {0}}, k{{1, 1, 1, 1}, {0}}, v{{1, 1, 1, 1}, {6}};
+  auto o = attentionWithCache(q, k, v, kc, vc, ITensor{{1}, {5}}, p);
+  ASSERT_TRUE(o) << o.status().message();
+  expectNear(o->data, {3}); // (1 + 2 + 6) / 3
 }
 
 TEST(AttentionKernel, KvCacheRejectsWriteBeyondMaxSeq) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -131,7 +132,67 @@ TEST(PlanLoader, RejectsWrongVersion) {
              plan::PlanIdentifier());
   std::string e = loadError(std::vector<uint8_t>(
       fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
-  EXPECT_CONTAINS(e, "version 2 does not match the runtime's version 1");
+  EXPECT_CONTAINS(e, "plan format version 3 is not one this runtime reads "
+                     "(1 to 2)");
+}
+
+TEST(PlanLoader, ReadsVersionOnePlans) {
+  // Version 2 only added fields a version-1 plan cannot hold.
+  PlanBuilder pb = goodPlan();
+  pb.plan().version = 1;
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_EQ(plan->root().version(), 1u);
+}
+
+namespace {
+// x [1, 2, 1, 4] -> rope -> attention over itself (causal).
+PlanBuilder ropeAttentionPlan() {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("prefill");
+  int x = f.input("x", {1, 2, 1, 4});
+  int pos = f.input("positions", {1, 2}, DType::I32);
+  int r = f.tensor({1, 2, 1, 4}), o = f.tensor({1, 2, 1, 4});
+  f.op(OpCode::Rope, {x, pos}, {r});
+  plan::OpT &a = f.op(OpCode::Attention, {r, r, r}, {o});
+  a.causal = true;
+  a.num_heads = a.num_kv_heads = 1;
+  a.head_dim = 4;
+  f.output("o", o);
+  return pb;
+}
+plan::OpT &opOf(PlanBuilder &pb, int i) {
+  return *pb.plan().functions[0]->ops[size_t(i)];
+}
+} // namespace
+
+TEST(PlanLoader, ChecksRopeTablesAndSlidingWindows) {
+  PlanBuilder good = ropeAttentionPlan();
+  opOf(good, 0).rope_inv_freq = {1.0, 0.25};
+  opOf(good, 0).rope_attention_factor = 1.5;
+  opOf(good, 1).sliding_window = 1;
+  auto plan = loadPlan(good.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+
+  PlanBuilder count = ropeAttentionPlan();
+  opOf(count, 0).rope_inv_freq = {1.0, 0.5, 0.25};
+  EXPECT_CONTAINS(loadError(count), "rope_inv_freq has 3 frequencies; the "
+                                    "input [1, 2, 1, 4] has 2 rotated pairs");
+  PlanBuilder nan = ropeAttentionPlan();
+  opOf(nan, 0).rope_inv_freq = {1.0, std::nan("")};
+  EXPECT_CONTAINS(loadError(nan), "rope_inv_freq[1] is nan; frequencies must "
+                                  "be positive and finite");
+  PlanBuilder factor = ropeAttentionPlan();
+  opOf(factor, 0).rope_attention_factor = 0.0;
+  EXPECT_CONTAINS(loadError(factor),
+                  "rope_attention_factor 0 must be positive and finite");
+  PlanBuilder window = ropeAttentionPlan();
+  opOf(window, 1).sliding_window = -2;
+  EXPECT_CONTAINS(loadError(window), "sliding_window -2 must be >= 0");
+  PlanBuilder acausal = ropeAttentionPlan();
+  opOf(acausal, 1).causal = false;
+  opOf(acausal, 1).sliding_window = 2;
+  EXPECT_CONTAINS(loadError(acausal), "sliding_window needs causal attention");
 }
 
 TEST(PlanLoader, RejectsBufferOutsideArena) {

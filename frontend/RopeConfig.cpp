@@ -1,0 +1,215 @@
+//===- RopeConfig.cpp - RoPE parameters of a config.json ------------------===//
+//
+// The formulas follow transformers' modeling_rope_utils.py (5.x) step by
+// step, in fp32 where it computes on fp32 tensors and in double where it
+// computes on Python floats, so the table matches its `inv_freq` buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/RopeConfig.h"
+
+#include <cmath>
+
+using namespace braid;
+using namespace braid::config;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// transformers' default frequencies, `1.0 / (base ** (arange(0, dim, 2) /
+/// dim))` on fp32 tensors.
+std::vector<float> defaultInvFreq(double base, int64_t dim) {
+  std::vector<float> inv(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    float e = float(2 * i) / float(dim);
+    inv[size_t(i)] = 1.0f / std::pow(float(base), e);
+  }
+  return inv;
+}
+
+std::vector<double> widen(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+/// _compute_llama3_parameters.
+std::vector<double> llama3InvFreq(double base, int64_t dim, double factor,
+                                  double lowFreqFactor, double highFreqFactor,
+                                  double oldContext) {
+  std::vector<float> inv = defaultInvFreq(base, dim);
+  float lowWavelen = float(oldContext / lowFreqFactor);
+  float highWavelen = float(oldContext / highFreqFactor);
+  for (float &f : inv) {
+    float wavelen = float(2 * kPi) / f;
+    float scaled = wavelen > lowWavelen ? f / float(factor) : f;
+    float smooth = (float(oldContext) / wavelen - float(lowFreqFactor)) /
+                   float(highFreqFactor - lowFreqFactor);
+    float smoothed =
+        (1.0f - smooth) * scaled / float(factor) + smooth * scaled;
+    bool medium = !(wavelen < highWavelen) && !(wavelen > lowWavelen);
+    f = medium ? smoothed : scaled;
+  }
+  return widen(inv);
+}
+
+/// _compute_yarn_parameters (frequencies only).
+std::vector<double> yarnInvFreq(double base, int64_t dim, double factor,
+                                double betaFast, double betaSlow,
+                                double originalMax, bool truncate) {
+  auto correctionDim = [&](double rotations) {
+    return (double(dim) * std::log(originalMax / (rotations * 2 * kPi))) /
+           (2 * std::log(base));
+  };
+  double low = correctionDim(betaFast), high = correctionDim(betaSlow);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(dim - 1));
+  if (low == high)
+    high += 0.001; // transformers' guard against a zero-width ramp
+  std::vector<double> inv(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    float posFreq = std::pow(float(base), float(2 * i) / float(dim));
+    float extrapolation = 1.0f / posFreq;
+    float interpolation = 1.0f / (float(factor) * posFreq);
+    float ramp = (float(i) - float(low)) / float(high - low);
+    ramp = std::min(std::max(ramp, 0.0f), 1.0f);
+    float extrapolationFactor = 1.0f - ramp;
+    inv[size_t(i)] = interpolation * (1.0f - extrapolationFactor) +
+                     extrapolation * extrapolationFactor;
+  }
+  return inv;
+}
+
+double yarnMscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+} // namespace
+
+Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
+                                      int64_t maxPositions) {
+  RopeConfig r;
+  const llvm::json::Object *params, *scaling;
+  BRAID_ASSIGN(params, top.objectOr("rope_parameters"));
+  BRAID_ASSIGN(scaling, top.objectOr("rope_scaling"));
+  if (params && scaling)
+    return top.error("fields 'rope_parameters' (transformers 5) and "
+                     "'rope_scaling' (transformers 4) are both set; keep one");
+  double topTheta, topPartial, topOriginalMax = double(maxPositions);
+  BRAID_ASSIGN(topTheta, top.numberOr("rope_theta", 10000.0));
+  BRAID_ASSIGN(topPartial, top.numberOr("partial_rotary_factor", 1.0));
+  // Phi-3 style: the pretraining length next to the RoPE object wins.
+  bool topHasOriginal = top.has("original_max_position_embeddings");
+  if (topHasOriginal)
+    BRAID_ASSIGN(topOriginalMax,
+                 top.integer("original_max_position_embeddings",
+                             limits::kMaxPositions));
+
+  r.theta = topTheta;
+  double partial = topPartial;
+  if (!params && !scaling) {
+    if (partial != 1.0)
+      return top.error("field 'partial_rotary_factor' is " +
+                       formatNumber(partial) +
+                       "; Braid rotates whole heads (1.0) only");
+    return r;
+  }
+  StringRef objName = params ? "rope_parameters" : "rope_scaling";
+  Fields rf(params ? *params : *scaling, top.sourceName(),
+            (objName + ".").str());
+  auto err = [&](const llvm::Twine &msg) { return top.error(msg); };
+  for (StringRef layerType : {"full_attention", "sliding_attention"})
+    if (rf.has(layerType))
+      return err("field '" + objName + "' holds RoPE parameters per layer "
+                 "type ('" + layerType + "'); Braid supports one RoPE for "
+                 "every layer");
+
+  std::string type, legacyType;
+  BRAID_ASSIGN(type, rf.stringOr("rope_type", ""));
+  BRAID_ASSIGN(legacyType, rf.stringOr("type", ""));
+  if (!type.empty() && !legacyType.empty() && type != legacyType)
+    return err("fields '" + objName + ".rope_type' ('" + type + "') and '" +
+               objName + ".type' ('" + legacyType + "') disagree");
+  if (type.empty())
+    type = legacyType.empty() ? "default" : legacyType;
+  r.type = type;
+  BRAID_ASSIGN(r.theta, rf.numberOr("rope_theta", topTheta));
+  BRAID_ASSIGN(partial, rf.numberOr("partial_rotary_factor", topPartial));
+  if (partial != 1.0)
+    return err("field 'partial_rotary_factor' is " + formatNumber(partial) +
+               "; Braid rotates whole heads (1.0) only");
+
+  auto originalMax = [&]() -> Expected<double> {
+    if (topHasOriginal)
+      return topOriginalMax;
+    auto v = rf.integerOr("original_max_position_embeddings", maxPositions,
+                          limits::kMaxPositions);
+    if (!v)
+      return v.takeError();
+    return double(*v);
+  };
+
+  if (type == "default") {
+    // Nothing else: the plain theta^(-2i/D) frequencies.
+  } else if (type == "linear") {
+    double factor;
+    BRAID_ASSIGN(factor, rf.number("factor"));
+    std::vector<float> inv = defaultInvFreq(r.theta, headDim);
+    for (float &x : inv)
+      x /= float(factor);
+    r.invFreq = widen(inv);
+  } else if (type == "dynamic") {
+    // Dynamic NTK changes the base only once a position reaches
+    // max_position_embeddings; Braid's KV cache (--max-seq) never holds more
+    // positions than that, so every position Braid runs uses the default
+    // frequencies, exactly as transformers does below that length.
+    double factor;
+    BRAID_ASSIGN(factor, rf.number("factor"));
+    (void)factor;
+  } else if (type == "llama3") {
+    double factor, low, high, old;
+    BRAID_ASSIGN(factor, rf.number("factor"));
+    BRAID_ASSIGN(low, rf.number("low_freq_factor"));
+    BRAID_ASSIGN(high, rf.number("high_freq_factor"));
+    BRAID_ASSIGN(old, originalMax());
+    if (!(high > low))
+      return err("field '" + objName + ".high_freq_factor' (" +
+                 formatNumber(high) + ") must exceed 'low_freq_factor' (" +
+                 formatNumber(low) + ")");
+    r.invFreq = llama3InvFreq(r.theta, headDim, factor, low, high, old);
+  } else if (type == "yarn") {
+    double old;
+    BRAID_ASSIGN(old, originalMax());
+    double factor = double(maxPositions) / old;
+    if (rf.has("factor"))
+      BRAID_ASSIGN(factor, rf.number("factor"));
+    double betaFast, betaSlow, mscale, mscaleAllDim;
+    // transformers reads `get("beta_fast") or 32`: 0 also means the default.
+    BRAID_ASSIGN(betaFast, rf.numberOr("beta_fast", 32));
+    BRAID_ASSIGN(betaSlow, rf.numberOr("beta_slow", 1));
+    BRAID_ASSIGN(mscale, rf.numberOr("mscale", 0));
+    BRAID_ASSIGN(mscaleAllDim, rf.numberOr("mscale_all_dim", 0));
+    bool truncate;
+    BRAID_ASSIGN(truncate, rf.booleanOr("truncate", true));
+    if (rf.has("attention_factor"))
+      BRAID_ASSIGN(r.attentionFactor, rf.number("attention_factor"));
+    else if (mscale != 0 && mscaleAllDim != 0)
+      r.attentionFactor =
+          yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim);
+    else
+      r.attentionFactor = yarnMscale(factor, 1);
+    r.invFreq = yarnInvFreq(r.theta, headDim, factor, betaFast, betaSlow, old,
+                            truncate);
+  } else {
+    return err("field '" + objName + ".rope_type' is '" + type +
+               "'; Braid supports default, linear, dynamic, llama3 and yarn");
+  }
+  std::vector<std::string> unknown = rf.unread();
+  if (!unknown.empty())
+    return err("field '" + objName + "." + unknown.front() +
+               "' is not a parameter of rope_type '" + type +
+               "' that Braid knows; refusing rather than ignoring it");
+  return r;
+}

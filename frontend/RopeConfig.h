@@ -1,0 +1,27 @@
+//===- RopeConfig.h - RoPE parameters of a config.json ----------*- C++ -*-===//
+//
+// Private to frontend/. Reads RoPE as both transformers generations write
+// it: `rope_parameters` {rope_type, rope_theta, ...} (transformers 5) or a
+// top-level `rope_theta` with an optional `rope_scaling` (4.x), and resolves
+// the scaled variants into inverse frequencies exactly as
+// transformers/modeling_rope_utils.py computes them (in fp32).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_FRONTEND_ROPECONFIG_H
+#define BRAID_FRONTEND_ROPECONFIG_H
+
+#include "frontend/ConfigFields.h"
+#include "frontend/ModelConfig.h"
+
+namespace braid::config {
+
+/// The RoPE of the config whose top-level fields are `top`, for heads of
+/// `headDim` and a model of `maxPositions` positions. Unknown keys inside
+/// the RoPE object, an unsupported rope_type and a partial rotary factor
+/// are errors naming the key.
+llvm::Expected<RopeConfig> readRope(const Fields &top, int64_t headDim,
+                                    int64_t maxPositions);
+
+} // namespace braid::config
+
+#endif // BRAID_FRONTEND_ROPECONFIG_H
