@@ -34,6 +34,7 @@ struct MatmulDims {
 struct AttentionDims {
   int64_t b, s, pos, heads, headDim;
   bool causal;
+  int64_t window; // sliding window (causal only); 0: none
 };
 } // namespace
 
@@ -55,7 +56,33 @@ static AttentionDims attentionDims(AttentionOp op) {
   d.heads = int64_t(op.getNumHeads());
   d.headDim = int64_t(op.getHeadDim());
   d.causal = op.getCausal();
+  d.window = d.causal ? int64_t(op.getSlidingWindow().value_or(0)) : 0;
   return d;
+}
+
+/// Sum over the S queries of the keys each sees: pos + i + 1 (causal, at
+/// most the window) or pos + S, in closed form (a loop over S would run
+/// 2^40 times on a long sequence). nullopt past int64.
+static std::optional<int64_t> attendedKeys(const AttentionDims &d) {
+  using ::braid::checkedAdd;
+  using ::braid::checkedMul;
+  if (!d.causal) {
+    std::optional<int64_t> perQuery = checkedAdd(d.pos, d.s);
+    return perQuery ? checkedMul(d.s, *perQuery) : std::nullopt;
+  }
+  // Queries see n = pos + 1 .. pos + S keys; with a window W, min(n, W):
+  // the sum of n over [pos + 1, last] plus W for each query past `last`.
+  int64_t first = d.pos + 1, lastFull = d.pos + d.s;
+  if (d.window > 0 && d.window < lastFull)
+    lastFull = std::max(first - 1, d.window);
+  int64_t full = lastFull - first + 1, clipped = d.s - full;
+  // (first + lastFull) * full / 2, halving the even factor first (when
+  // full is odd, first + lastFull is even).
+  int64_t sumA = first + lastFull;
+  std::optional<int64_t> tri = full % 2 == 0 ? checkedMul(full / 2, sumA)
+                                             : checkedMul(full, sumA / 2);
+  std::optional<int64_t> rest = checkedMul(clipped, d.window);
+  return tri && rest ? checkedAdd(*tri, *rest) : std::nullopt;
 }
 
 std::optional<int64_t> mlir::braid::matmulFlopCount(MatmulOp op) {
@@ -72,19 +99,7 @@ std::optional<int64_t> mlir::braid::attentionFlopCount(AttentionOp op) {
   using ::braid::checkedAdd;
   using ::braid::checkedMul;
   AttentionDims d = attentionDims(op);
-  // Keys seen by query i: pos + i + 1 (causal) or pos + S, summed in closed
-  // form (a loop over S would run 2^40 times on a long sequence).
-  std::optional<int64_t> keys;
-  if (d.causal) {
-    // S * pos + S (S + 1) / 2, halving the even factor first.
-    std::optional<int64_t> tri = d.s % 2 == 0 ? checkedMul(d.s / 2, d.s + 1)
-                                              : checkedMul(d.s, (d.s + 1) / 2);
-    std::optional<int64_t> base = checkedMul(d.s, d.pos);
-    keys = tri && base ? checkedAdd(*tri, *base) : std::nullopt;
-  } else {
-    std::optional<int64_t> perQuery = checkedAdd(d.pos, d.s);
-    keys = perQuery ? checkedMul(d.s, *perQuery) : std::nullopt;
-  }
+  std::optional<int64_t> keys = attendedKeys(d);
   if (!keys)
     return std::nullopt;
   // QK^T and PV: 2 FLOPs per multiply-add, head_dim each, per head.
@@ -93,8 +108,13 @@ std::optional<int64_t> mlir::braid::attentionFlopCount(AttentionOp op) {
 
 double mlir::braid::attentionFlops(AttentionOp op) {
   AttentionDims d = attentionDims(op);
-  double s = double(d.s), pos = double(d.pos);
-  double keys = d.causal ? s * pos + s * (s + 1) / 2 : s * (pos + s);
+  double s = double(d.s), pos = double(d.pos), keys;
+  if (std::optional<int64_t> exact = attendedKeys(d)) {
+    keys = double(*exact);
+  } else {
+    // Past int64 (only for absurd shapes): the unwindowed estimate.
+    keys = d.causal ? s * pos + s * (s + 1) / 2 : s * (pos + s);
+  }
   return 4.0 * double(d.b) * double(d.heads) * double(d.headDim) * keys;
 }
 

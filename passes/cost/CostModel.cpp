@@ -310,6 +310,9 @@ OpCost CostModel::cost(Operation *op) const {
           double fill = q.getDimSize(1) == 1 ? 1.0
                                              : double(q.getDimSize(1)) /
                                                    double(kc.getDimSize(1));
+          // A sliding window reads at most its last W rows.
+          if (std::optional<uint64_t> w = m.getSlidingWindow())
+            fill = std::min(fill, double(*w) / double(kc.getDimSize(1)));
           c.bytes += 2 * fill * double(tensorBytes(kc));
         }
         c.seconds = attentionSeconds(target_, c.flops, c.bytes,
