@@ -11,18 +11,18 @@ static cl::OptionCategory importCategory("Model import options");
 static cl::opt<std::string> configPath(
     cl::Positional, cl::desc("<config.json> (default: the embedded tiny LLaMA)"),
     cl::init(""), cl::cat(importCategory));
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree"),
+static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree (default 1)"),
                            cl::init(1), cl::cat(importCategory));
-static cl::opt<int64_t> batch("batch", cl::desc("Sequences per step"),
+static cl::opt<int64_t> batch("batch", cl::desc("Sequences per step (default 1)"),
                               cl::init(1), cl::cat(importCategory));
-static cl::opt<int64_t> seq("seq", cl::desc("Prefill tokens per sequence"),
+static cl::opt<int64_t> seq("seq", cl::desc("Prefill tokens per sequence (default 16)"),
                             cl::init(16), cl::cat(importCategory));
 static cl::opt<int64_t>
     maxSeq("max-seq",
            cl::desc("KV-cache capacity (default: the model's max positions)"),
            cl::init(0), cl::cat(importCategory));
 static cl::opt<braid::ElementType> dtype(
-    "dtype", cl::desc("Element type of activations and parameters"),
+    "dtype", cl::desc("Element type of activations and parameters (default bf16)"),
     cl::values(clEnumValN(braid::ElementType::BF16, "bf16", "bfloat16"),
                clEnumValN(braid::ElementType::F16, "fp16", "float16"),
                clEnumValN(braid::ElementType::F32, "fp32", "float32")),
@@ -36,6 +36,15 @@ static cl::opt<bool> prefillAllLogits(
     "prefill-all-logits",
     cl::desc("Prefill returns logits for every token (default: the last)"),
     cl::cat(importCategory));
+
+static cl::list<std::string> prefillBuckets(
+    "prefill-buckets",
+    cl::desc("Prefill shape buckets: token counts, one prefill function "
+             "each (prefill_<S>) sharing parameters and the KV cache; "
+             "braid-run runs a prompt in the smallest bucket that holds it, "
+             "padded. 'auto': powers of two from 16 up to --seq, and --seq. "
+             "Default: none, one prefill of exactly --seq tokens"),
+    cl::CommaSeparated, cl::cat(importCategory));
 
 static cl::opt<bool> allowUnknownConfigFields(
     "allow-unknown-config-fields",
@@ -51,6 +60,9 @@ llvm::Expected<braid::ModelConfig> braid::modelConfigFromCommandLine() {
                     ? parseModelConfig(tinyLlamaConfigJson(),
                                        "<embedded tiny-llama>", options)
                     : loadModelConfig(configPath, options);
+  if (config && configPath.empty())
+    llvm::errs() << "note: no config.json given: using the bundled tiny "
+                    "LLaMA (models/tiny-llama/config.json)\n";
   if (config)
     for (const std::string &field : config->ignoredUnknownFields)
       llvm::errs() << "warning: " << configPath << ": ignoring config field '"
@@ -58,8 +70,34 @@ llvm::Expected<braid::ModelConfig> braid::modelConfigFromCommandLine() {
   return config;
 }
 
-braid::ImportOptions braid::importOptionsFromCommandLine() {
+/// --prefill-buckets: ids, or `auto`. Not sorted here: the importer
+/// refuses a list that is not strictly increasing, naming the pair.
+static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
+  std::vector<int64_t> out;
+  if (prefillBuckets.size() == 1 && prefillBuckets[0] == "auto") {
+    for (int64_t s = 16; s < seq; s *= 2)
+      out.push_back(s);
+    out.push_back(seq);
+    return out;
+  }
+  for (const std::string &item : prefillBuckets) {
+    int64_t v;
+    if (llvm::StringRef(item).getAsInteger(10, v))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--prefill-buckets: '" + item +
+              "' is not a token count (a list of integers, or 'auto')");
+    out.push_back(v);
+  }
+  return out;
+}
+
+llvm::Expected<braid::ImportOptions> braid::importOptionsFromCommandLine() {
   ImportOptions options;
+  auto buckets = bucketsFromCommandLine();
+  if (!buckets)
+    return buckets.takeError();
+  options.prefillBuckets = std::move(*buckets);
   options.tp = tp;
   options.batch = batch;
   options.seq = seq;
@@ -68,4 +106,18 @@ braid::ImportOptions braid::importOptionsFromCommandLine() {
   options.keepLogitsSharded = keepLogitsSharded;
   options.prefillAllLogits = prefillAllLogits;
   return options;
+}
+
+void braid::showOnlyBraidOptionsInHelp(
+    llvm::ArrayRef<const cl::OptionCategory *> toolCategories,
+    bool showMlirOptions) {
+  llvm::SmallVector<const cl::OptionCategory *> keep(toolCategories.begin(),
+                                                     toolCategories.end());
+  keep.push_back(&importCategory);
+  cl::HideUnrelatedOptions(keep);
+  if (!showMlirOptions)
+    return;
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (name.starts_with("mlir-"))
+      option->setHiddenFlag(cl::NotHidden);
 }

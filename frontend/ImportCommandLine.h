@@ -10,6 +10,8 @@
 #include "frontend/Importer.h"
 #include "frontend/ModelConfig.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
 namespace braid {
@@ -18,8 +20,16 @@ namespace braid {
 llvm::Expected<ModelConfig> modelConfigFromCommandLine();
 
 /// --tp, --batch, --seq, --max-seq, --dtype, --keep-logits-sharded,
-/// --prefill-all-logits.
-ImportOptions importOptionsFromCommandLine();
+/// --prefill-all-logits, --prefill-buckets (an error names a bad bucket).
+llvm::Expected<ImportOptions> importOptionsFromCommandLine();
+
+/// Hides from --help every option outside the model import options and
+/// `toolCategories` (LLVM's backend flags that libLLVM registers, and
+/// MLIR's, unless `showMlirOptions`: those named mlir-*, e.g. the pass
+/// manager's IR printing). Hidden options still parse.
+void showOnlyBraidOptionsInHelp(
+    llvm::ArrayRef<const llvm::cl::OptionCategory *> toolCategories,
+    bool showMlirOptions);
 
 } // namespace braid
 

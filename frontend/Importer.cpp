@@ -134,6 +134,17 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
     return importError("--seq " + llvm::Twine(o.seq) +
                        " exceeds the KV-cache capacity (--max-seq) " +
                        llvm::Twine(l.maxSeq));
+  for (size_t i = 0; i < o.prefillBuckets.size(); ++i) {
+    int64_t bucket = o.prefillBuckets[i];
+    if (bucket < 1 || bucket > l.maxSeq)
+      return importError("--prefill-buckets: bucket " + llvm::Twine(bucket) +
+                         " must be in [1, --max-seq " + llvm::Twine(l.maxSeq) +
+                         "]");
+    if (i > 0 && bucket <= o.prefillBuckets[i - 1])
+      return importError("--prefill-buckets must be strictly increasing, "
+                         "got " + llvm::Twine(o.prefillBuckets[i - 1]) +
+                         " then " + llvm::Twine(bucket));
+  }
 
   // The largest tensors of the module (full parameters, and one rank's
   // activations of a prefill step), checked before anything is built so
@@ -143,6 +154,11 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
   std::string hName = gpt2 ? "n_embd" : "hidden_size";
   std::string heads = gpt2 ? "n_head" : "num_attention_heads";
   std::string inter = gpt2 ? "n_inner" : "intermediate_size";
+  // The longest prefill: --seq, or the largest bucket.
+  int64_t tokens =
+      o.prefillBuckets.empty() ? o.seq : o.prefillBuckets.back();
+  std::string seqName =
+      o.prefillBuckets.empty() ? "--seq" : "the largest prefill bucket";
   std::vector<TensorSizes> tensors = {
       {"the token embedding (and LM head)",
        {{"vocab_size padded to a multiple of tp", l.vocabPadded}, {hName, h}}},
@@ -150,20 +166,20 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
        {{heads, c.numHeads}, {"head_dim", c.headDim}, {hName, h}}},
       {"the MLP weight", {{inter, c.intermediateSize}, {hName, h}}},
       {"the hidden states",
-       {{"--batch", o.batch}, {"--seq", o.seq}, {hName, h}}},
+       {{"--batch", o.batch}, {seqName, tokens}, {hName, h}}},
       {"one rank's queries",
        {{"--batch", o.batch},
-        {"--seq", o.seq},
+        {seqName, tokens},
         {heads + " / tp", l.headsLocal},
         {"head_dim", c.headDim}}},
       {"one rank's MLP activations",
        {{"--batch", o.batch},
-        {"--seq", o.seq},
+        {seqName, tokens},
         {inter + " / tp", l.interLocal}}},
       {"the logits",
        {{"--batch", o.batch},
-        {o.prefillAllLogits ? "--seq" : "tokens",
-         o.prefillAllLogits ? o.seq : 1},
+        {o.prefillAllLogits ? seqName : "tokens",
+         o.prefillAllLogits ? tokens : 1},
         {"vocab_size padded to a multiple of tp", l.vocabPadded}}},
       {"one rank's KV cache of a layer",
        {{"--batch", o.batch},
@@ -178,7 +194,7 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
                        {{"n_positions", c.maxPositions}, {hName, h}}});
     tensors.push_back({"one rank's fused q/k/v activations",
                        {{"--batch", o.batch},
-                        {"--seq", o.seq},
+                        {seqName, tokens},
                         {"3 x " + hName + " / tp", 3 * h / o.tp}}});
   }
   for (const TensorSizes &t : tensors)
@@ -195,7 +211,10 @@ public:
       : b(b), loc(b.getUnknownLoc()), c(c), o(o), l(l), elt(elt),
         tp(FlatSymbolRefAttr::get(b.getContext(), "tp")) {}
 
-  void build(StringRef name, int64_t tokens, bool allLogits);
+  /// `logitRows`: the logits come from the rows a `logit_rows` input
+  /// names (a padded bucket), not from each sequence's last token.
+  void build(StringRef name, int64_t tokens, bool allLogits,
+             bool logitRows = false);
 
 private:
   RankedTensorType t(ArrayRef<int64_t> shape, Type et = {}) {
@@ -336,6 +355,20 @@ private:
     return reshape(op.getOutput(), {bsz, s, l.headsLocal * l.headDim});
   }
 
+  /// The hidden state [B, 1, H] each sequence's logits come from: its last
+  /// token, or with `rows` (a padded bucket) the flattened row it names,
+  /// gathered as an embedding lookup over [B * S, H].
+  Value lastTokens(Value x, Value rows) {
+    auto xt = typeOf(x);
+    int64_t bsz = xt.getDimSize(0), s = xt.getDimSize(1),
+            h = xt.getDimSize(2);
+    if (!rows)
+      return slice(x, {0, s - 1, 0}, {bsz, 1, h});
+    Value flat = reshape(x, {bsz * s, h});
+    return EmbeddingOp::create(b, loc, t({bsz, 1, h}), rows, flat,
+                               FlatSymbolRefAttr());
+  }
+
   Value llamaLayer(Value x, int64_t i);
   Value gpt2Layer(Value x, int64_t i);
 
@@ -420,7 +453,8 @@ Value FunctionBuilder::gpt2Layer(Value x, int64_t i) {
   return add(x, dn);
 }
 
-void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
+void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
+                            bool logitRows) {
   MLIRContext *ctx = b.getContext();
   Type i32 = b.getI32Type();
   int64_t bsz = l.batch;
@@ -439,6 +473,11 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
   };
   argAttrs.push_back(named("braid.input", "input_ids"));
   argAttrs.push_back(named("braid.input", "positions"));
+  logitRows = logitRows && !allLogits;
+  if (logitRows) {
+    inputs.push_back(t({bsz, 1}, i32));
+    argAttrs.push_back(named("braid.input", "logit_rows"));
+  }
   resAttrs.push_back(named("braid.output", "logits"));
   for (int64_t i = 0; i < c.numLayers; ++i)
     for (StringRef kv : {"k_cache", "v_cache"}) {
@@ -457,7 +496,9 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
 
   Value ids = func.getArgument(0);
   positions = func.getArgument(1);
-  cacheArgs.assign(func.getArguments().begin() + 2, func.getArguments().end());
+  Value rows = logitRows ? func.getArgument(2) : Value();
+  cacheArgs.assign(func.getArguments().begin() + (logitRows ? 3 : 2),
+                   func.getArguments().end());
   cacheResults.clear();
   // The caches are written from each sequence's first position onwards.
   cachePosition = reshape(slice(positions, {0, 0}, {bsz, 1}), {bsz});
@@ -474,7 +515,7 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
     for (int64_t i = 0; i < c.numLayers; ++i)
       x = llamaLayer(x, i);
     if (!allLogits && tokens > 1)
-      x = slice(x, {0, tokens - 1, 0}, {bsz, 1, h});
+      x = lastTokens(x, rows);
     x = rmsNorm(x, param("model.norm.weight", {h}));
     head = c.tieWordEmbeddings
                ? embed
@@ -489,7 +530,7 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits) {
     for (int64_t i = 0; i < c.numLayers; ++i)
       x = gpt2Layer(x, i);
     if (!allLogits && tokens > 1)
-      x = slice(x, {0, tokens - 1, 0}, {bsz, 1, h});
+      x = lastTokens(x, rows);
     Value lnfw = param("ln_f.weight", {h});
     Value lnfb = param("ln_f.bias", {h});
     x = layerNorm(x, lnfw, lnfb);
@@ -526,7 +567,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> (::braid::importModel)(MLIRContext &ctx, c
   b.setInsertionPointToEnd(module->getBody());
   DeviceGroupOp::create(b, b.getUnknownLoc(), "tp", layout->tp);
   FunctionBuilder fb(b, config, options, *layout, elt);
-  fb.build("prefill", layout->seq, options.prefillAllLogits);
+  if (options.prefillBuckets.empty())
+    fb.build("prefill", layout->seq, options.prefillAllLogits);
+  for (int64_t bucket : options.prefillBuckets)
+    fb.build("prefill_" + std::to_string(bucket), bucket,
+             options.prefillAllLogits, /*logitRows=*/true);
   fb.build("decode", 1, /*allLogits=*/true);
   if (failed(verify(*module)))
     return importError("internal error: the imported module does not verify");

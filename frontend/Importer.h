@@ -8,6 +8,8 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
+#include <vector>
+
 namespace braid {
 
 enum class ElementType { BF16, F16, F32 };
@@ -20,9 +22,17 @@ struct ImportOptions {
   ElementType dtype = ElementType::BF16;
   bool keepLogitsSharded = false; // skip the all_gather of vocabulary shards
   bool prefillAllLogits = false;  // logits for every prefill token, not the last
+  /// Prefill shape buckets: one `prefill_<S>` function per token count S
+  /// (instead of one `prefill` of `seq` tokens), sharing the parameters and
+  /// the KV cache. A prompt runs in the smallest bucket that holds it,
+  /// padded at the end; without prefillAllLogits each bucket takes a
+  /// `logit_rows` input [B, 1] (i32): the row b * S + (length_b - 1) of the
+  /// flattened tokens whose logits sequence b returns.
+  std::vector<int64_t> prefillBuckets;
 };
 
-/// Builds a module with a `prefill` and a `decode` function describing what
+/// Builds a module with a `prefill` (or one `prefill_<S>` per bucket) and a
+/// `decode` function describing what
 /// one rank of the TP group runs (Megatron layout), sharing the KV cache as
 /// explicit state. Errors name the numbers that do not divide.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>

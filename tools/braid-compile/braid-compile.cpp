@@ -21,21 +21,29 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
+static cl::OptionCategory compileCategory("Compile options");
+
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("Output plan file (default "
+                                                "model.bplan)"),
                                        cl::value_desc("file"),
-                                       cl::init("model.bplan"));
+                                       cl::init("model.bplan"),
+                                       cl::cat(compileCategory));
 static cl::opt<std::string> passPipeline(
     "pass-pipeline",
     cl::desc("Textual pass pipeline to run instead of the default, e.g. "
              "'builtin.module(braid-simplify,braid-plan-memory{reuse=false})'"
-             ", or 'none' (translate the imported IR as is)"),
-    cl::init(""));
+             ", or 'none' (translate the imported IR as is); default: "
+             "braid-default-pipeline"),
+    cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Write the compiled IR instead of the "
-                                       "plan"));
+                                       "plan"),
+                              cl::cat(compileCategory));
 static cl::opt<bool> report(
     "report", cl::desc("Print each function's arena size and its liveness "
-                       "lower bound"));
+                       "lower bound"),
+    cl::cat(compileCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "braid-compile: " << message << "\n";
@@ -46,6 +54,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   braid::registerAllPasses();
   mlir::registerPassManagerCLOptions();
+  braid::showOnlyBraidOptionsInHelp({&compileCategory},
+                                    /*showMlirOptions=*/true);
   cl::ParseCommandLineOptions(argc, argv,
                               "braid-compile: config.json -> execution plan\n");
 
@@ -55,8 +65,10 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   braid::registerAllDialects(registry);
   mlir::MLIRContext ctx(registry);
-  auto module =
-      braid::importModel(ctx, *config, braid::importOptionsFromCommandLine());
+  auto options = braid::importOptionsFromCommandLine();
+  if (!options)
+    return fail(llvm::toString(options.takeError()));
+  auto module = braid::importModel(ctx, *config, *options);
   if (!module)
     return fail(llvm::toString(module.takeError()));
 

@@ -12,8 +12,13 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::init("-"));
+static cl::OptionCategory importToolCategory("Output options");
+
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("Output file (default: "
+                                                "stdout)"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(importToolCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -28,6 +33,8 @@ int main(int argc, char **argv) {
     else
       args.push_back(argv[i]);
   }
+  braid::showOnlyBraidOptionsInHelp({&importToolCategory},
+                                    /*showMlirOptions=*/false);
   cl::ParseCommandLineOptions(
       (int)args.size(), args.data(),
       "braid-import: Hugging Face config.json -> braid IR\n\n"
@@ -42,12 +49,18 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
-  braid::ImportOptions options = braid::importOptionsFromCommandLine();
+  llvm::Expected<braid::ImportOptions> options =
+      braid::importOptionsFromCommandLine();
+  if (!options) {
+    llvm::errs() << "braid-import: " << llvm::toString(options.takeError())
+                 << "\n";
+    return 1;
+  }
 
   mlir::DialectRegistry registry;
   braid::registerAllDialects(registry);
   mlir::MLIRContext ctx(registry);
-  auto module = braid::importModel(ctx, *config, options);
+  auto module = braid::importModel(ctx, *config, *options);
   if (!module) {
     llvm::errs() << "braid-import: " << llvm::toString(module.takeError())
                  << "\n";
