@@ -109,6 +109,8 @@ Parsed parseInput(llvm::StringRef text) {
       base.keepLogitsSharded = true;
     else if (flag == "--prefill-all-logits")
       base.prefillAllLogits = true;
+    else if (flag == "--prefill-bucket" && readInt(flags, v))
+      base.prefillBuckets.push_back(v); // repeated: one bucket each
     else if (flag == "--dtype") {
       flags = flags.ltrim(' ');
       llvm::StringRef d = flags.take_until([](char c) { return c == ' '; });
@@ -154,8 +156,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
   Parsed input = parseInput(text);
 
+  // Unknown fields are ignored, not refused, so a mutated key name does not
+  // stop the input before the importer (the interesting part).
+  braid::ConfigOptions configOptions;
+  configOptions.allowUnknownFields = true;
   llvm::Expected<braid::ModelConfig> config =
-      braid::parseModelConfig(input.json, "<fuzz>");
+      braid::parseModelConfig(input.json, "<fuzz>", configOptions);
   if (!config) {
     llvm::consumeError(config.takeError());
     return 0;

@@ -7,7 +7,8 @@
 # TARGET is plan-loader, safetensors or config. Writes the target's seeds into
 # a fresh temporary corpus (nothing binary is committed: plans are compiled
 # with BRAID_COMPILE, checkpoints written by fuzz/seeds/make-safetensors-seeds.py,
-# configs copied from models/ and test/frontend/Inputs/), then fuzzes for
+# configs copied from models/, test/frontend/Inputs/ and the golden configs of
+# test/run/Inputs/golden/), then fuzzes for
 # BRAID_FUZZ_SECONDS (default 30) with the target's dictionary
 # (fuzz/dict/TARGET.dict) if there is one. Exits non-zero if the fuzzer
 # reports a crash, sanitizer error, leak, timeout or OOM; the reproducer is
@@ -63,13 +64,17 @@ safetensors)
   python3 "$root/fuzz/seeds/make-safetensors-seeds.py" "$corpus"
   ;;
 config)
-  for f in "$root"/models/*/config.json "$root"/test/frontend/Inputs/*.json; do
+  for f in "$root"/models/*/config.json "$root"/test/frontend/Inputs/*.json \
+           "$root"/test/run/Inputs/golden/*.json; do
     [ -f "$f" ] || continue
+    case "$f" in *-rope.json) continue ;; esac
     cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
   done
   # The option line (see fuzz/ConfigFuzzer.cpp): other import options.
   { echo "#braid --tp 4 --batch 2 --seq 3 --max-seq 16 --dtype fp32"
     cat "$root/models/tiny-llama/config.json"; } > "$corpus/tiny-llama-tp4.json"
+  { echo "#braid --tp 2 --max-seq 64 --prefill-bucket 4 --prefill-bucket 16"
+    cat "$root/test/run/Inputs/golden/mistral.json"; } > "$corpus/mistral-buckets.json"
   { echo "#braid --tp 2 --dtype fp16 --keep-logits-sharded --prefill-all-logits"
     cat "$root/test/frontend/Inputs/tiny-gpt2.json"; } > "$corpus/tiny-gpt2-opts.json"
   ;;
