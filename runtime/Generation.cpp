@@ -3,6 +3,7 @@
 #include "runtime/CheckedMath.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -230,6 +231,8 @@ braid::rt::generate(const GenerationShape &shape,
                           : "; " + why);
       }
     }
+    r.positions = positionsOut;
+    r.allLogits = all;
     r.logits.resize(size_t(b * shape.vocab));
     for (int64_t bi = 0; bi < b; ++bi) {
       const float *row =
@@ -241,6 +244,60 @@ braid::rt::generate(const GenerationShape &shape,
     records.push_back(std::move(r));
   }
   return records;
+}
+
+Expected<std::vector<int64_t>>
+braid::rt::parseTokenList(std::string_view text, const std::string &source) {
+  std::vector<int64_t> ids;
+  auto isSeparator = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
+           c == '\f' || c == '\v';
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (isSeparator(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !isSeparator(text[end]))
+      ++end;
+    std::string_view item = text.substr(i, end - i);
+    int64_t id = 0;
+    auto [last, ec] =
+        std::from_chars(item.data(), item.data() + item.size(), id);
+    if (ec != std::errc() || last != item.data() + item.size()) {
+      // A hostile file may hold one huge "item": name only its start.
+      std::string shown(item.substr(0, 40));
+      return errorf(source, ": item ", ids.size() + 1, " '", shown,
+                    item.size() > 40 ? "..." : "",
+                    "' is not a token id (ids are integers separated by "
+                    "whitespace or commas)");
+    }
+    ids.push_back(id);
+    i = end;
+  }
+  if (ids.empty())
+    return errorf(source, " holds no token ids");
+  return ids;
+}
+
+Expected<std::vector<std::vector<int64_t>>>
+braid::rt::forcedTokensByStep(const std::vector<int64_t> &list, int64_t batch) {
+  if (batch < 1)
+    return errorf("forced tokens need a batch >= 1, got ", batch);
+  if (list.empty() || int64_t(list.size()) % batch)
+    return errorf("--force-tokens gives ", list.size(),
+                  " ids, not a whole number of tokens for each of the ", batch,
+                  " sequences (the list is sequence-major, like "
+                  "--tokens: every sequence's tokens, one sequence after "
+                  "the other)");
+  int64_t steps = int64_t(list.size()) / batch;
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(steps));
+  for (int64_t k = 0; k < steps; ++k)
+    for (int64_t bi = 0; bi < batch; ++bi)
+      out[size_t(k)].push_back(list[size_t(bi * steps + k)]);
+  return out;
 }
 
 Comparison braid::rt::compareValues(const std::vector<float> &a,

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace braid::rt {
@@ -57,6 +58,10 @@ struct StepRecord {
   std::string function;
   std::vector<int64_t> inputIds;  // [B * tokens of this step]
   std::vector<float> logits;      // rank 0's logits, last position, [B, V]
+  /// Every logit position the step returned, [B, positions, V]: positions
+  /// is 1, or the prompt length for a prefill that returns all logits.
+  std::vector<float> allLogits;
+  int64_t positions = 1;
   std::vector<int64_t> nextToken; // argmax per sequence
   double milliseconds = 0;        // wall time of the step
 };
@@ -82,6 +87,19 @@ struct GenerationOptions {
 Expected<std::vector<StepRecord>> generate(const GenerationShape &shape,
                                            const GenerationOptions &options,
                                            const StepFn &step);
+
+/// Token ids in `text`, separated by whitespace and/or commas (a prompt
+/// file). Errors name `source`, the item and its position.
+Expected<std::vector<int64_t>> parseTokenList(std::string_view text,
+                                              const std::string &source);
+
+/// Teacher-forced decode inputs from a list laid out like the prompt:
+/// sequence-major, `batch` x N ids (sequence 0's N tokens, then sequence
+/// 1's, ...). Decode step k (1-based) feeds token k of every sequence, so
+/// the result holds N steps of `batch` ids each. The list must hold a
+/// whole, non-zero number of tokens per sequence.
+Expected<std::vector<std::vector<int64_t>>>
+forcedTokensByStep(const std::vector<int64_t> &list, int64_t batch);
 
 /// Largest |a - b| and whether every element satisfies
 /// |a - b| <= atol + rtol * |b|.

@@ -13,13 +13,17 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace braid::rt;
 using json = nlohmann::json;
+namespace plan = braid::plan;
 
 namespace {
 struct DTypeInfo {
@@ -274,6 +278,12 @@ bool SafetensorsFile::contains(const std::string &name) const {
   return entries_.count(name) != 0;
 }
 
+const SafetensorsFile::TensorInfo *
+SafetensorsFile::find(const std::string &name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> out;
   for (const auto &kv : entries_)
@@ -281,49 +291,434 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-Expected<std::vector<float>>
-SafetensorsFile::readFloats(const std::string &name,
-                            const Shape &expectedFullShape) const {
+Expected<const SafetensorsFile::Entry *>
+SafetensorsFile::entry(const std::string &name,
+                       const Shape &expectedShape) const {
   auto it = entries_.find(name);
   if (it == entries_.end())
     return errorf("checkpoint '", path_, "' has no tensor '", name, "'");
   const Entry &e = it->second;
+  if (e.shape != expectedShape)
+    return errorf("checkpoint '", path_, "': tensor '", name, "' is ",
+                  formatShape(e.shape), ", expected ",
+                  formatShape(expectedShape));
+  return &e;
+}
+
+Expected<std::vector<float>>
+SafetensorsFile::readFloats(const std::string &name,
+                            const Shape &expectedFullShape) const {
+  auto found = entry(name, expectedFullShape);
+  if (!found)
+    return found.status();
+  const Entry &e = **found;
   if (!e.readable)
     return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
                   e.dtypeName, "; only BF16, F16 and F32 can be read");
-  if (e.shape != expectedFullShape)
-    return errorf("checkpoint '", path_, "': tensor '", name, "' is ",
-                  formatShape(e.shape), ", expected ",
-                  formatShape(expectedFullShape));
   int64_t n = numElements(e.shape);
   std::vector<float> out(static_cast<size_t>(n));
-  const uint8_t *src = map_->data + e.begin;
-  // The data region need not be aligned (HF pads the header, others may
-  // not); the converters read whole elements.
-  std::vector<uint8_t> aligned;
-  if (reinterpret_cast<uintptr_t>(src) % dtypeSize(e.dtype)) {
-    aligned.assign(src, map_->data + e.end);
-    src = aligned.data();
-  }
-  loadAsFloat(e.dtype, src, n, out.data());
+  // loadAsFloat copies element by element (memcpy): the data region need
+  // not be aligned (HF pads the header, others may not).
+  loadAsFloat(e.dtype, map_->data + e.begin, n, out.data());
   return out;
 }
 
-// The checkpoint tensor that holds plan parameter `name`, or "".
-static std::string checkpointName(const SafetensorsFile &file,
-                                  const std::string &name) {
-  for (std::string candidate : {name, "transformer." + name})
-    if (file.contains(candidate))
-      return candidate;
-  if (name == "lm_head.weight" && file.contains("model.embed_tokens.weight"))
-    return "model.embed_tokens.weight";
+Expected<std::vector<float>>
+SafetensorsFile::readSlice(const std::string &name, const Shape &fullShape,
+                           const Shape &paddedShape,
+                           const ShardSpec &spec) const {
+  auto found = entry(name, fullShape);
+  if (!found)
+    return found.status();
+  const Entry &e = **found;
+  if (!e.readable)
+    return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
+                  e.dtypeName, "; only BF16, F16 and F32 can be read");
+  auto indexMap = localIndexMap(fullShape, paddedShape, spec);
+  if (!indexMap)
+    return indexMap.status();
+  const weights::LocalIndexMap &m = *indexMap;
+  std::vector<float> out(size_t(m.localCount), 0.0f);
+  const uint8_t *base = map_->data + e.begin;
+  size_t elemSize = dtypeSize(e.dtype);
+  const int last = m.rank - 1;
+  // Local elements are converted in runs that are contiguous in the file:
+  // along the last dim, up to the end of the local row, of a shard piece
+  // (when the last dim is the cut one) and of the unpadded full row.
+  for (int64_t l = 0; l < m.localCount;) {
+    int64_t f = weights::fullIndexOf(m, l);
+    if (f < 0) { // padding stays zero
+      ++l;
+      continue;
+    }
+    int64_t run = 1;
+    if (last >= 0) {
+      int64_t c = l % m.local[last];
+      run = m.local[last] - c;
+      if (m.dim == last)
+        run = std::min(run, m.pieceLen - c % m.pieceLen);
+      run = std::min(run, m.full[last] - f % m.full[last]);
+    }
+    loadAsFloat(e.dtype, base + size_t(f) * elemSize, run, out.data() + l);
+    l += run;
+  }
+  return out;
+}
+
+Expected<std::vector<int64_t>>
+SafetensorsFile::readInts(const std::string &name,
+                          const Shape &expectedShape) const {
+  auto found = entry(name, expectedShape);
+  if (!found)
+    return found.status();
+  const Entry &e = **found;
+  DType dtype;
+  if (e.dtypeName == "I32")
+    dtype = DType::I32;
+  else if (e.dtypeName == "I64")
+    dtype = DType::I64;
+  else
+    return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
+                  e.dtypeName, "; expected I32 or I64");
+  int64_t n = numElements(e.shape);
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  loadAsInt(dtype, map_->data + e.begin, n, out.data());
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoint: a file, an index and its shards, or a model directory
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr const char *kSingleFileName = "model.safetensors";
+constexpr const char *kIndexFileName = "model.safetensors.index.json";
+
+bool endsWith(const std::string &s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// JSON text, never a safetensors file: an index named other than *.json.
+// A safetensors file may start with '{' (a header length of 123 mod 256),
+// but its length field then fits the file; a text file's 8 leading bytes
+// read as a length of at least 2^59.
+bool looksLikeJson(const std::string &path) {
+  auto opened = openRegularFile(path, "checkpoint");
+  if (!opened)
+    return false; // SafetensorsFile::open reports it
+  uint8_t head[8] = {};
+  ssize_t got = ::pread(opened->fd, head, sizeof(head), 0);
+  ::close(opened->fd);
+  if (got != ssize_t(sizeof(head)) || head[0] != '{')
+    return false;
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i)
+    len = (len << 8) | head[i];
+  return len > opened->size - 8;
+}
+
+// Why shard file name `shard` may not be used, or "": it must stay inside
+// the index's directory.
+std::string badShardName(const std::string &shard) {
+  if (shard.empty())
+    return "is empty";
+  if (shard.find('\0') != std::string::npos)
+    return "holds a NUL byte";
+  if (shard.front() == '/')
+    return "is an absolute path";
+  size_t begin = 0;
+  while (begin <= shard.size()) {
+    size_t end = std::min(shard.find('/', begin), shard.size());
+    std::string_view part(shard.data() + begin, end - begin);
+    if (part.empty() || part == "." || part == "..")
+      return (part.empty()
+                  ? std::string("has an empty path component")
+                  : "has a '" + std::string(part) + "' path component") +
+             " (shards are files inside the index's directory)";
+    begin = end + 1;
+  }
   return "";
 }
 
-Status braid::rt::loadCheckpointParameters(Interpreter &rank,
-                                           const LoadedPlan &plan,
-                                           int worldRank,
-                                           const SafetensorsFile &file) {
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+} // namespace
+
+Checkpoint::Checkpoint(SafetensorsFile file) {
+  path_ = file.path();
+  for (const std::string &name : file.names())
+    shardOf_[name] = 0;
+  shards_.push_back(std::move(file));
+}
+
+Expected<Checkpoint> Checkpoint::open(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (endsWith(path, ".json") || looksLikeJson(path))
+      return openIndex(path);
+    auto file = SafetensorsFile::open(path);
+    if (!file)
+      return file.status();
+    return Checkpoint(file.take());
+  }
+  std::string dir = endsWith(path, "/") ? path : path + "/";
+  auto exists = [](const std::string &p) {
+    struct stat s;
+    return ::stat(p.c_str(), &s) == 0;
+  };
+  bool single = exists(dir + kSingleFileName);
+  bool index = exists(dir + kIndexFileName);
+  if (single && index)
+    return errorf("checkpoint directory '", path, "' holds both ",
+                  kSingleFileName, " and ", kIndexFileName,
+                  "; pass the one to load with --weights");
+  if (!single && !index)
+    return errorf("checkpoint directory '", path, "' holds neither ",
+                  kSingleFileName, " nor ", kIndexFileName);
+  // Not open() again: a directory named model.safetensors is refused as not
+  // a regular file, not searched in turn.
+  if (index)
+    return openIndex(dir + kIndexFileName);
+  auto file = SafetensorsFile::open(dir + kSingleFileName);
+  if (!file)
+    return file.status();
+  return Checkpoint(file.take());
+}
+
+Expected<Checkpoint> Checkpoint::openIndex(const std::string &path) {
+  std::string where = "checkpoint index '" + path + "'";
+  auto bytes =
+      readRegularFile(path, "checkpoint index", kMaxCheckpointIndexBytes);
+  if (!bytes)
+    return bytes.status();
+
+  // The parser callback sees every nesting level and key: deeper levels
+  // than the bound are dropped (and reported), and keys repeated in the
+  // top-level object or in weight_map are caught (the parser would keep
+  // the last value: a tensor mapped twice would silently use one shard).
+  bool tooDeep = false;
+  std::string topKey;
+  std::set<std::string> topKeys, mapKeys;
+  std::optional<std::string> duplicate;
+  auto callback = [&](int depth, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start ||
+        event == json::parse_event_t::array_start) {
+      if (depth >= kMaxCheckpointIndexNesting) {
+        tooDeep = true;
+        return false;
+      }
+    } else if (event == json::parse_event_t::key && !duplicate) {
+      std::string key = parsed.get<std::string>();
+      if (depth == 1) {
+        topKey = key;
+        if (!topKeys.insert(key).second)
+          duplicate = "key '" + key + "' appears twice";
+      } else if (depth == 2 && topKey == "weight_map" &&
+                 !mapKeys.insert(key).second) {
+        duplicate = "weight_map lists tensor '" + key + "' twice";
+      }
+    }
+    return true;
+  };
+  json index;
+  try {
+    const char *text = reinterpret_cast<const char *>(bytes->data());
+    index = json::parse(text, text + bytes->size(), callback);
+  } catch (const json::exception &e) {
+    return errorf(where, " is not valid JSON: ", e.what());
+  }
+  if (tooDeep)
+    return errorf(where, " nests arrays and objects deeper than ",
+                  kMaxCheckpointIndexNesting, " levels");
+  if (duplicate)
+    return errorf(where, ": ", *duplicate);
+  if (!index.is_object() || !index.contains("weight_map") ||
+      !index["weight_map"].is_object())
+    return errorf(where, " is not a sharded checkpoint index: expected a "
+                         "JSON object with a \"weight_map\" object");
+  const json &weightMap = index["weight_map"];
+  if (weightMap.empty())
+    return errorf(where, ": weight_map lists no tensors");
+
+  Checkpoint ckpt;
+  ckpt.path_ = path;
+  std::string dir = directoryOf(path);
+  std::map<std::string, size_t> shardIndex; // shard name -> shards_ index
+  std::vector<std::string> shardNames;
+  std::map<std::string, std::string> mapped; // tensor -> shard name
+  for (const auto &[tensor, value] : weightMap.items()) {
+    if (!value.is_string())
+      return errorf(where, ": weight_map entry for tensor '", tensor,
+                    "' is not a shard file name: ", excerpt(value));
+    std::string shard = value.get<std::string>();
+    if (std::string why = badShardName(shard); !why.empty())
+      return errorf(where, ": tensor '", tensor, "' is mapped to shard ",
+                    excerpt(value), ", whose name ", why);
+    mapped[tensor] = shard;
+    if (shardIndex.emplace(shard, shardNames.size()).second)
+      shardNames.push_back(shard);
+  }
+  // Each shard opened (mapped) once, whatever the number of its tensors.
+  for (const std::string &shard : shardNames) {
+    auto file = SafetensorsFile::open(dir + "/" + shard);
+    if (!file)
+      return errorf(where, ": shard '", shard, "': ", file.status().message());
+    ckpt.shards_.push_back(file.take());
+  }
+  for (size_t i = 0; i < shardNames.size(); ++i)
+    for (const std::string &tensor : ckpt.shards_[i].names()) {
+      auto it = mapped.find(tensor);
+      if (it == mapped.end())
+        return errorf(where, ": shard '", shardNames[i], "' holds tensor '",
+                      tensor, "', which weight_map does not list");
+      if (it->second != shardNames[i])
+        return errorf(where, ": shard '", shardNames[i], "' holds tensor '",
+                      tensor, "', which weight_map maps to shard '", it->second,
+                      "'");
+    }
+  for (const auto &[tensor, shard] : mapped) {
+    size_t i = shardIndex.at(shard);
+    if (!ckpt.shards_[i].contains(tensor))
+      return errorf(where, ": tensor '", tensor, "' is mapped to shard '",
+                    shard, "', which does not hold it");
+    ckpt.shardOf_[tensor] = i;
+  }
+  return ckpt;
+}
+
+bool Checkpoint::contains(const std::string &name) const {
+  return shardOf_.count(name) != 0;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto &kv : shardOf_)
+    out.push_back(kv.first);
+  return out;
+}
+
+const SafetensorsFile *Checkpoint::shardOf(const std::string &name) const {
+  auto it = shardOf_.find(name);
+  return it == shardOf_.end() ? nullptr : &shards_[it->second];
+}
+
+//===----------------------------------------------------------------------===//
+// Plan parameters from a checkpoint
+//===----------------------------------------------------------------------===//
+
+bool braid::rt::isKnownUnusedBuffer(const std::string &name) {
+  // Rotary inverse frequencies: a persistent buffer in older HF LLaMA
+  // checkpoints; the plan computes them from rope_theta.
+  if (name == "rotary_emb.inv_freq" || endsWith(name, ".rotary_emb.inv_freq"))
+    return true;
+  // GPT-2's causal mask ("h.N.attn.bias", a [1, 1, n_ctx, n_ctx] lower
+  // triangle) and its fill value ("h.N.attn.masked_bias"): the plan's
+  // attention is causal by construction. Only exactly this name shape, so
+  // a real attention bias of another family is never skipped.
+  std::string_view rest = name;
+  if (rest.substr(0, 12) == "transformer.")
+    rest.remove_prefix(12);
+  if (rest.substr(0, 2) != "h.")
+    return false;
+  rest.remove_prefix(2);
+  size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9')
+    ++digits;
+  if (digits == 0)
+    return false;
+  rest.remove_prefix(digits);
+  return rest == ".attn.bias" || rest == ".attn.masked_bias";
+}
+
+// The checkpoint tensor that holds plan parameter `name`, or "".
+static std::string checkpointName(const Checkpoint &ckpt,
+                                  const std::string &name) {
+  for (std::string candidate : {name, "transformer." + name})
+    if (ckpt.contains(candidate))
+      return candidate;
+  return "";
+}
+
+static bool planHasParameter(const plan::Plan &p, std::string_view name) {
+  if (p.parameters())
+    for (const plan::Parameter *param : *p.parameters())
+      if (param->name()->string_view() == name)
+        return true;
+  return false;
+}
+
+Expected<CheckpointMatch> braid::rt::matchCheckpoint(const plan::Plan &p,
+                                                     const Checkpoint &ckpt) {
+  CheckpointMatch match;
+  std::set<std::string> used;
+  if (p.parameters())
+    for (const plan::Parameter *param : *p.parameters()) {
+      std::string name = param->name()->str();
+      std::string source = checkpointName(ckpt, name);
+      if (source.empty())
+        return errorf(
+            "parameter '", name, "': checkpoint '", ckpt.path(),
+            "' has no tensor '", name, "' (nor 'transformer.", name, "')",
+            name == "lm_head.weight"
+                ? "; the plan has its own LM head (its config has "
+                  "tie_word_embeddings false), so the checkpoint must hold "
+                  "it: the embedding is not used in its place"
+                : "");
+      used.insert(source);
+      match.sources.push_back(std::move(source));
+    }
+  for (const std::string &name : ckpt.names()) {
+    if (used.count(name))
+      continue;
+    (isKnownUnusedBuffer(name) ? match.skipped : match.unused).push_back(name);
+  }
+  return match;
+}
+
+std::string braid::rt::describeUnused(const Checkpoint &ckpt,
+                                      const plan::Plan &p,
+                                      const std::vector<std::string> &unused) {
+  constexpr size_t kListed = 5;
+  std::ostringstream os;
+  os << "checkpoint '" << ckpt.path() << "' holds " << unused.size()
+     << (unused.size() == 1 ? " tensor" : " tensors")
+     << " the plan does not use: ";
+  for (size_t i = 0; i < std::min(unused.size(), kListed); ++i)
+    os << (i ? ", '" : "'") << unused[i] << "'";
+  if (unused.size() > kListed)
+    os << " and " << unused.size() - kListed << " more";
+  // A tied plan reads the embedding as its head: a separate lm_head in the
+  // checkpoint means the config and the checkpoint disagree.
+  if (std::find(unused.begin(), unused.end(), "lm_head.weight") !=
+          unused.end() &&
+      !planHasParameter(p, "lm_head.weight"))
+    os << " (the plan ties the LM head to the embedding: its config has "
+          "tie_word_embeddings true)";
+  return os.str();
+}
+
+Expected<CheckpointMatch>
+braid::rt::checkCheckpoint(const plan::Plan &p, const Checkpoint &checkpoint,
+                           const CheckpointLoadOptions &options) {
+  auto match = matchCheckpoint(p, checkpoint);
+  if (!match)
+    return match.status();
+  if (!match->unused.empty() && !options.allowUnusedWeights)
+    return errorf(describeUnused(checkpoint, p, match->unused),
+                  " (a checkpoint for another model or config? "
+                  "--allow-unused-weights loads it anyway)");
+  return match;
+}
+
+Status
+braid::rt::loadCheckpointParameters(Interpreter &rank, const LoadedPlan &plan,
+                                    int worldRank, const Checkpoint &checkpoint,
+                                    const CheckpointLoadOptions &options) {
   int world = plan.root().world_size();
   if (worldRank >= 0 && worldRank < world && worldRank != rank.rank())
     return errorf("loading rank ", worldRank, "'s slices into rank ",
@@ -332,36 +727,28 @@ Status braid::rt::loadCheckpointParameters(Interpreter &rank,
       [&](const std::string &name, HostTensor local) {
         return rank.setParameter(name, std::move(local));
       },
-      plan, worldRank, file);
+      plan, worldRank, checkpoint, options);
 }
 
-Status braid::rt::loadCheckpointParameters(const ParameterSink &sink,
-                                           const LoadedPlan &plan,
-                                           int worldRank,
-                                           const SafetensorsFile &file) {
+Status braid::rt::loadCheckpointParameters(
+    const ParameterSink &sink, const LoadedPlan &plan, int worldRank,
+    const Checkpoint &checkpoint, const CheckpointLoadOptions &options) {
   const plan::Plan &p = plan.root();
   if (worldRank < 0 || worldRank >= p.world_size())
     return errorf("rank ", worldRank, " is outside world_size ",
                   p.world_size());
+  auto match = checkCheckpoint(p, checkpoint, options);
+  if (!match)
+    return match.status();
   if (!p.parameters())
     return Status::ok();
-  for (const plan::Parameter *param : *p.parameters()) {
+  for (unsigned i = 0; i < p.parameters()->size(); ++i) {
+    const plan::Parameter *param = p.parameters()->Get(i);
     std::string name = param->name()->str();
-    std::string source = checkpointName(file, name);
-    if (source.empty())
-      return errorf("parameter '", name, "': checkpoint '", file.path(),
-                    "' has no tensor '", name, "' (nor 'transformer.", name,
-                    "'",
-                    name == "lm_head.weight"
-                        ? ", nor the tied 'model.embed_tokens.weight'"
-                        : "",
-                    ")");
+    const std::string &source = match->sources[i];
     auto [full, local, padded] = parameterShapes(*param);
-    auto values = file.readFloats(source, full);
-    if (!values)
-      return errorf("parameter '", name, "': ", values.status().message());
-    auto slice =
-        sliceForRank(*values, full, padded, shardSpecFor(p, *param, worldRank));
+    auto slice = checkpoint.shardOf(source)->readSlice(
+        source, full, padded, shardSpecFor(p, *param, worldRank));
     if (!slice)
       return errorf("parameter '", name, "': ", slice.status().message());
     if (int64_t(slice->size()) != numElements(local))

@@ -12,16 +12,41 @@
 // file (a directory, a FIFO, a device) is refused before it is opened. Reading
 // converts BF16, F16 and F32 to fp32; other dtypes HF writes (F64, I64, ...)
 // open, so checkpoints that carry a few integer buffers still load, but
-// reading one of them is an error. Unknown dtype strings fail open().
+// reading one of them as floats is an error. Unknown dtype strings fail
+// open().
 //
-// Checkpoint name resolution in loadCheckpointParameters, for plan
-// parameter `name`, first match wins:
+// A Checkpoint is one such file or the shards of a sharded checkpoint, as
+// Hugging Face writes it: `model.safetensors.index.json` holds
+//   {"metadata": {...},
+//    "weight_map": {"tensor": "model-00001-of-00002.safetensors", ...}}
+// with shard names relative to the index's directory. Checkpoint::open takes
+//   - a safetensors file;
+//   - an index: a file named `*.json`, or any file whose first byte is `{`
+//     and whose 8-byte length field exceeds the file (JSON text, never a
+//     valid safetensors file);
+//   - a directory holding exactly one of `model.safetensors` and
+//     `model.safetensors.index.json` (both is an error: a stale single file
+//     next to the shards, or the reverse, must not be loaded silently).
+// The index is read hostilely: at most kMaxCheckpointIndexBytes, nesting at
+// most kMaxCheckpointIndexNesting, no key twice, weight_map entries are
+// strings naming files inside the index's directory (no absolute path, no
+// empty, `.` or `..` component), every listed tensor is in its shard, every
+// shard tensor is listed and mapped to that shard. Each shard is opened
+// (mapped) once; ranks read only their slices (readSlice).
+//
+// Checkpoint name resolution (matchCheckpoint), for plan parameter `name`,
+// first match wins:
 //   1. `name` itself;
 //   2. "transformer." + name (GPT-2 checkpoints saved from GPT2LMHeadModel:
 //      "transformer.wte.weight" for "wte.weight", "transformer.h.0.ln_1.weight"
-//      for "h.0.ln_1.weight");
-//   3. for "lm_head.weight" only: "model.embed_tokens.weight" (HF's
-//      tie_word_embeddings, where the head is not saved separately).
+//      for "h.0.ln_1.weight").
+// There is no fallback for "lm_head.weight": the importer reads the
+// embedding as the head itself when tie_word_embeddings is true (the plan
+// then has no lm_head.weight), so a plan that asks for it was compiled from
+// an untied config and the checkpoint must hold it. Checkpoint tensors that
+// no parameter resolves to are an error (a checkpoint for another model or
+// config) unless CheckpointLoadOptions::allowUnusedWeights, except the
+// buffers Hugging Face saves that no plan reads (isKnownUnusedBuffer).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_SAFETENSORS_H
@@ -29,6 +54,7 @@
 
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
+#include "runtime/Weights.h"
 
 #include <functional>
 #include <map>
@@ -50,38 +76,134 @@ public:
   /// one is at fault, the tensor.
   static Expected<SafetensorsFile> open(const std::string &path);
 
+  /// What the header says about one tensor.
+  struct TensorInfo {
+    std::string dtypeName; // as in the header ("BF16")
+    Shape shape;
+  };
+
   const std::string &path() const { return path_; }
   bool contains(const std::string &name) const;
+  /// Tensor `name`'s header entry, or null.
+  const TensorInfo *find(const std::string &name) const;
   /// Tensor names, sorted.
   std::vector<std::string> names() const;
   /// The whole tensor `name` as fp32; it must have shape `expectedFullShape`.
   Expected<std::vector<float>> readFloats(const std::string &name,
                                           const Shape &expectedFullShape) const;
+  /// One rank's slice of tensor `name` (shape `fullShape`) as fp32: the
+  /// same values as sliceForRank(readFloats(name, fullShape), ...), padding
+  /// zero, but only the slice's elements are read (and so only their pages
+  /// of the mapping touched).
+  Expected<std::vector<float>> readSlice(const std::string &name,
+                                         const Shape &fullShape,
+                                         const Shape &paddedShape,
+                                         const ShardSpec &spec) const;
+  /// The whole I32 or I64 tensor `name` of shape `expectedShape`.
+  Expected<std::vector<int64_t>> readInts(const std::string &name,
+                                          const Shape &expectedShape) const;
 
 private:
   struct Mapping;
-  struct Entry {
-    std::string dtypeName; // as in the header ("BF16")
+  struct Entry : TensorInfo {
     bool readable = false; // BF16, F16 or F32
     DType dtype = DType::F32;
-    Shape shape;
     uint64_t begin = 0, end = 0; // absolute offsets into the file
   };
   SafetensorsFile() = default;
+  Expected<const Entry *> entry(const std::string &name,
+                                const Shape &expectedShape) const;
 
   std::string path_;
   std::shared_ptr<const Mapping> map_;
   std::map<std::string, Entry> entries_;
 };
 
-/// Fills every plan parameter of `rank` (world rank `worldRank`) from `file`:
-/// the full tensor is read, cut with the parameter's shard rule
-/// (shardSpecFor + sliceForRank, padding included) and stored in the
-/// parameter's dtype. Names resolve as described at the top of this file.
-/// Errors name the parameter; parameters before the failing one are already
-/// replaced, so discard the interpreter on error.
+/// Bounds on a sharded checkpoint's index (real ones: tens of KB, nesting 2).
+constexpr uint64_t kMaxCheckpointIndexBytes = uint64_t(16) << 20; // 16 MiB
+constexpr int kMaxCheckpointIndexNesting = 64;
+
+/// A checkpoint: one safetensors file, or the shards an index names (see
+/// the top of this file). Cheap to copy (the mappings are shared).
+class Checkpoint {
+public:
+  /// A safetensors file, an index or a model directory; errors name the
+  /// path, and the shard or tensor at fault.
+  static Expected<Checkpoint> open(const std::string &path);
+  /// One already open file (implicit: every API taking a checkpoint takes
+  /// a single file too).
+  Checkpoint(SafetensorsFile file);
+
+  /// The file or index that was opened (the index, for a directory).
+  const std::string &path() const { return path_; }
+  /// 1 for a single file.
+  size_t numShards() const { return shards_.size(); }
+  bool contains(const std::string &name) const;
+  /// Tensor names over all shards, sorted.
+  std::vector<std::string> names() const;
+  /// The shard holding `name`, or null.
+  const SafetensorsFile *shardOf(const std::string &name) const;
+
+private:
+  Checkpoint() = default;
+  static Expected<Checkpoint> openIndex(const std::string &path);
+
+  std::string path_;
+  std::vector<SafetensorsFile> shards_;
+  std::map<std::string, size_t> shardOf_; // tensor -> index into shards_
+};
+
+/// Buffers Hugging Face checkpoints carry that no plan reads, so an unused
+/// one is no sign of a wrong checkpoint: `*rotary_emb.inv_freq` (recomputed
+/// from rope_theta) and GPT-2's causal-mask buffers `h.N.attn.bias` and
+/// `h.N.attn.masked_bias` (with or without the "transformer." prefix).
+bool isKnownUnusedBuffer(const std::string &name);
+
+/// How a plan's parameters map onto a checkpoint's tensors.
+struct CheckpointMatch {
+  /// Per plan parameter (plan order), the checkpoint tensor it reads.
+  std::vector<std::string> sources;
+  /// Tensors no parameter reads, known-unused buffers left out; sorted.
+  std::vector<std::string> unused;
+  /// Known-unused buffers no parameter reads; sorted.
+  std::vector<std::string> skipped;
+};
+
+/// Resolves every parameter's name (see the top of this file); a parameter
+/// the checkpoint lacks is an error naming it. The parameter list is the
+/// same on every rank, so the match is too.
+Expected<CheckpointMatch> matchCheckpoint(const plan::Plan &plan,
+                                          const Checkpoint &checkpoint);
+
+/// "checkpoint 'p' holds N tensors the plan does not use: 'a', 'b', ...":
+/// the first few names and the count, for the error and the warning.
+std::string describeUnused(const Checkpoint &checkpoint, const plan::Plan &plan,
+                           const std::vector<std::string> &unused);
+
+struct CheckpointLoadOptions {
+  /// Unused checkpoint tensors are ignored instead of an error (checkpoints
+  /// carrying extra heads); matchCheckpoint lists them for a warning.
+  bool allowUnusedWeights = false;
+};
+
+/// matchCheckpoint, then the unused-tensor rule: unused tensors (known
+/// buffers aside) are an error naming them unless
+/// options.allowUnusedWeights (then they are in the result's `unused`, for
+/// the caller's warning).
+Expected<CheckpointMatch> checkCheckpoint(const plan::Plan &plan,
+                                          const Checkpoint &checkpoint,
+                                          const CheckpointLoadOptions &options);
+
+/// Fills every plan parameter of `rank` (world rank `worldRank`) from
+/// `checkpoint`: this rank's slice is read (readSlice: the parameter's
+/// shard rule, padding included) and stored in the parameter's dtype
+/// (BF16, F16 and F32 tensors load into any plan dtype). Names resolve as
+/// described at the top of this file. Errors name the parameter;
+/// parameters before the failing one are already replaced, so discard the
+/// interpreter on error.
 Status loadCheckpointParameters(Interpreter &rank, const LoadedPlan &plan,
-                                int worldRank, const SafetensorsFile &file);
+                                int worldRank, const Checkpoint &checkpoint,
+                                const CheckpointLoadOptions &options = {});
 
 /// Receives one parameter's local slice (for any backend).
 using ParameterSink =
@@ -89,7 +211,8 @@ using ParameterSink =
 /// The same, handing each slice to `sink` (e.g. a GPU rank's upload).
 Status loadCheckpointParameters(const ParameterSink &sink,
                                 const LoadedPlan &plan, int worldRank,
-                                const SafetensorsFile &file);
+                                const Checkpoint &checkpoint,
+                                const CheckpointLoadOptions &options = {});
 
 /// Writes `tensors` in order as a safetensors file (header padded with
 /// spaces to a multiple of 8 bytes, as HF does). Names must be unique.

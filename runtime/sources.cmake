@@ -10,6 +10,7 @@ set(BRAID_RUNTIME_SOURCES
   Communicator.cpp
   Weights.cpp
   Safetensors.cpp
+  ReferenceLogits.cpp
   HostTensor.cpp
   Profile.cpp
   Bootstrap.cpp

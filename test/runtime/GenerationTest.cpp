@@ -7,12 +7,17 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generation.h"
+#include "runtime/ReferenceLogits.h"
+#include "runtime/Safetensors.h"
 #include "test/runtime/Expect.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <limits>
 
 using namespace braid::rt;
@@ -217,4 +222,413 @@ TEST(Generation, ForcedTokensAndPositionsAreChecked) {
   ASSERT_FALSE(far);
   EXPECT_HAS(far.status().message(),
              "reach positions that do not fit the plan's i32 positions");
+}
+
+//===----------------------------------------------------------------------===//
+// Prompts and teacher forcing
+//===----------------------------------------------------------------------===//
+
+TEST(Generation, ParseTokenList) {
+  auto ids = parseTokenList(" 1,2 3\n\t4 ,, 5\r\n-6", "prompt file 'p'");
+  ASSERT_TRUE(ids) << ids.status().message();
+  EXPECT_EQ(*ids, (std::vector<int64_t>{1, 2, 3, 4, 5, -6}));
+  auto bad = parseTokenList("1 2 3x 4", "prompt file 'p'");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(),
+            "prompt file 'p': item 3 '3x' is not a token id (ids are integers "
+            "separated by whitespace or commas)");
+  auto huge = parseTokenList("99999999999999999999", "f");
+  ASSERT_FALSE(huge);
+  EXPECT_HAS(huge.status().message(), "item 1 '99999999999999999999'");
+  auto longItem = parseTokenList(std::string(1000, 'a'), "f");
+  ASSERT_FALSE(longItem);
+  EXPECT_HAS(longItem.status().message(), "'" + std::string(40, 'a') + "...'");
+  auto empty = parseTokenList(" ,\n", "prompt file 'p'");
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.status().message(), "prompt file 'p' holds no token ids");
+}
+
+TEST(Generation, ForcedTokensAreSequenceMajor) {
+  // Sequence 0 feeds 10, 11, 12; sequence 1 feeds 20, 21, 22.
+  auto steps = forcedTokensByStep({10, 11, 12, 20, 21, 22}, 2);
+  ASSERT_TRUE(steps) << steps.status().message();
+  EXPECT_EQ(*steps,
+            (std::vector<std::vector<int64_t>>{{10, 20}, {11, 21}, {12, 22}}));
+  auto one = forcedTokensByStep({5, 6}, 1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(*one, (std::vector<std::vector<int64_t>>{{5}, {6}}));
+  auto ragged = forcedTokensByStep({1, 2, 3}, 2);
+  ASSERT_FALSE(ragged);
+  EXPECT_HAS(ragged.status().message(),
+             "--force-tokens gives 3 ids, not a whole number of tokens for "
+             "each of the 2 sequences");
+  EXPECT_FALSE(forcedTokensByStep({}, 2));
+  EXPECT_FALSE(forcedTokensByStep({1}, 0));
+
+  // generate() feeds step k token k of each sequence at position S + k - 1.
+  GenerationShape shape;
+  shape.batch = 2;
+  shape.promptLength = 3;
+  shape.vocab = 30;
+  std::vector<StepInputs> seen;
+  StepFn record =
+      [&](const std::string &,
+          const StepInputs &in) -> Expected<std::map<std::string, HostTensor>> {
+    seen.push_back(in);
+    int64_t t = in.at("input_ids").shape[1];
+    return std::map<std::string, HostTensor>{
+        {"logits",
+         HostTensor::fromFloats(DType::F32, {2, t, 30},
+                                std::vector<float>(size_t(2 * t * 30), 0.5f))}};
+  };
+  GenerationOptions g;
+  g.prompt = {1, 2, 3, 4, 5, 6};
+  g.decodeSteps = 2;
+  g.forcedTokens = *steps;
+  auto out = generate(shape, g, record);
+  ASSERT_TRUE(out) << out.status().message();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].at("input_ids").toInts(), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(seen[2].at("input_ids").toInts(), (std::vector<int64_t>{11, 21}));
+  EXPECT_EQ(seen[2].at("positions").toInts(), (std::vector<int64_t>{4, 4}));
+  // Every logit position is kept: the prefill returned [2, 3, 30].
+  EXPECT_EQ((*out)[0].positions, 3);
+  EXPECT_EQ((*out)[0].allLogits.size(), 180u);
+  EXPECT_EQ((*out)[0].logits.size(), 60u);
+  EXPECT_EQ((*out)[1].positions, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Reference logits files (--check-against FILE.safetensors)
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string logitsPath(const std::string &suffix = "") {
+  const auto *info = testing::UnitTest::GetInstance()->current_test_info();
+  return testing::TempDir() + "braid_" + info->test_suite_name() + "_" +
+         info->name() + suffix + ".safetensors";
+}
+
+// B = 2, S = 2, V = 4: a prefill returning both positions, then two decode
+// steps; logit (step k, b, t, v) = k + b / 10 + t / 100 + v / 1000, except
+// column 2 of each row is the largest (the greedy token).
+GenerationShape smallShape() {
+  GenerationShape shape;
+  shape.batch = 2;
+  shape.promptLength = 2;
+  shape.vocab = 4;
+  return shape;
+}
+
+std::vector<StepRecord> smallRun() {
+  std::vector<StepRecord> steps;
+  for (int k = 0; k < 3; ++k) {
+    StepRecord r;
+    r.positions = k == 0 ? 2 : 1;
+    r.inputIds =
+        k == 0 ? std::vector<int64_t>{1, 2, 3, 0} : std::vector<int64_t>{2, 2};
+    for (int b = 0; b < 2; ++b)
+      for (int t = 0; t < r.positions; ++t)
+        for (int v = 0; v < 4; ++v)
+          r.allLogits.push_back(v == 2 ? 9.0f
+                                       : float(k) + float(b) / 10 +
+                                             float(t) / 100 + float(v) / 1000);
+    for (int b = 0; b < 2; ++b) {
+      auto last = r.allLogits.begin() + (b * r.positions + r.positions - 1) * 4;
+      r.logits.insert(r.logits.end(), last, last + 4);
+      r.nextToken.push_back(2);
+    }
+    steps.push_back(r);
+  }
+  return steps;
+}
+
+// The file of smallRun() with `edit` applied to its tensors.
+std::string writeReference(
+    const std::string &path,
+    const std::function<void(std::vector<std::pair<std::string, HostTensor>> &)>
+        &edit = nullptr) {
+  GenerationShape shape = smallShape();
+  EXPECT_TRUE(writeLogitsFile(path, shape, smallRun()));
+  auto file = SafetensorsFile::open(path);
+  EXPECT_TRUE(file) << file.status().message();
+  std::vector<std::pair<std::string, HostTensor>> tensors;
+  for (const std::string &name : file->names()) {
+    const Shape &s = file->find(name)->shape;
+    if (name == "input_ids")
+      tensors.emplace_back(
+          name, HostTensor::fromInts(DType::I64, s, *file->readInts(name, s)));
+    else
+      tensors.emplace_back(
+          name,
+          HostTensor::fromFloats(DType::F32, s, *file->readFloats(name, s)));
+  }
+  if (edit) {
+    edit(tensors);
+    EXPECT_TRUE(writeSafetensors(path, tensors));
+  }
+  return path;
+}
+
+HostTensor *tensorNamed(std::vector<std::pair<std::string, HostTensor>> &t,
+                        const std::string &name) {
+  for (auto &[n, tensor] : t)
+    if (n == name)
+      return &tensor;
+  ADD_FAILURE() << "no tensor " << name;
+  return nullptr;
+}
+
+std::string readError(const std::string &path) {
+  auto ref = readReferenceLogits(path);
+  EXPECT_FALSE(ref) << "read " << path;
+  return ref ? "" : ref.status().message();
+}
+
+std::string compareError(const std::string &path,
+                         const std::vector<StepRecord> &steps = smallRun()) {
+  auto ref = readReferenceLogits(path);
+  EXPECT_TRUE(ref) << ref.status().message();
+  if (!ref)
+    return "";
+  auto check = compareWithReference(*ref, smallShape(), steps, 0, 0);
+  EXPECT_FALSE(check) << "compared " << path;
+  return check ? "" : check.status().message();
+}
+} // namespace
+
+TEST(ReferenceLogits, DumpedRunMatchesItselfExactly) {
+  std::string path = writeReference(logitsPath());
+  auto ref = readReferenceLogits(path);
+  ASSERT_TRUE(ref) << ref.status().message();
+  EXPECT_EQ(ref->steps.size(), 3u);
+  EXPECT_EQ(ref->steps.at(0).shape, (Shape{2, 2, 4}));
+  EXPECT_EQ(ref->steps.at(2).shape, (Shape{2, 1, 4}));
+  ASSERT_TRUE(ref->inputIds);
+  EXPECT_EQ(*ref->inputIds, (std::vector<int64_t>{1, 2, 3, 0}));
+  EXPECT_FALSE(ref->columns);
+  EXPECT_FLOAT_EQ(referenceScale(*ref, 3), 9.0f);
+  auto check = compareWithReference(*ref, smallShape(), smallRun(), 0, 0);
+  ASSERT_TRUE(check) << check.status().message();
+  EXPECT_EQ(check->mismatches, 0);
+  EXPECT_EQ(check->steps.size(), 3u);
+  EXPECT_EQ(check->columns, 4);
+  EXPECT_TRUE(check->notRun.empty());
+  for (const StepCheck &sc : check->steps)
+    EXPECT_EQ(sc.sameGreedyTokens, std::optional<bool>(true));
+
+  // A shorter run compares its steps and lists the others.
+  std::vector<StepRecord> two = smallRun();
+  two.pop_back();
+  auto shorter = compareWithReference(*ref, smallShape(), two, 0, 0);
+  ASSERT_TRUE(shorter) << shorter.status().message();
+  EXPECT_EQ(shorter->steps.size(), 2u);
+  EXPECT_EQ(shorter->notRun, std::vector<int>{2});
+}
+
+TEST(ReferenceLogits, MismatchesAreLocated) {
+  std::string path = writeReference(logitsPath(), [](auto &t) {
+    // step0 [2, 2, 4]: batch 1, position 1, column 3 = element 15.
+    HostTensor *s0 = tensorNamed(t, "step0.logits");
+    std::vector<float> v = s0->toFloats();
+    v[15] += 0.25f;
+    *s0 = HostTensor::fromFloats(DType::F32, s0->shape, v);
+    // step2: a NaN never matches; batch 0, column 0.
+    HostTensor *s2 = tensorNamed(t, "step2.logits");
+    std::vector<float> w = s2->toFloats();
+    w[0] = std::numeric_limits<float>::quiet_NaN();
+    *s2 = HostTensor::fromFloats(DType::F32, s2->shape, w);
+  });
+  auto ref = readReferenceLogits(path);
+  ASSERT_TRUE(ref) << ref.status().message();
+  // A loose tolerance still catches 0.25, and NaN at any tolerance.
+  auto check = compareWithReference(*ref, smallShape(), smallRun(), 0.1, 0);
+  ASSERT_TRUE(check) << check.status().message();
+  EXPECT_EQ(check->mismatches, 2);
+  ASSERT_EQ(check->firstMismatches.size(), 2u);
+  const LogitMismatch &m = check->firstMismatches[0];
+  EXPECT_EQ(m.step, 0);
+  EXPECT_EQ(m.batch, 1);
+  EXPECT_EQ(m.position, 1);
+  EXPECT_EQ(m.column, 3);
+  EXPECT_FLOAT_EQ(m.want - m.got, 0.25f);
+  EXPECT_EQ(check->firstMismatches[1].step, 2);
+  EXPECT_EQ(check->firstMismatches[1].column, 0);
+  EXPECT_EQ(check->steps[1].comparison.mismatches, 0);
+  // Within a tolerance of 0.3 only the NaN is left.
+  auto loose = compareWithReference(*ref, smallShape(), smallRun(), 0.3, 0);
+  ASSERT_TRUE(loose);
+  EXPECT_EQ(loose->mismatches, 1);
+  // The listing is bounded.
+  auto one = compareWithReference(*ref, smallShape(), smallRun(), 0, 0, 1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->firstMismatches.size(), 1u);
+  EXPECT_EQ(one->mismatches, 2);
+}
+
+TEST(ReferenceLogits, ColumnsSelectWhatIsCompared) {
+  // Columns 1 and 3 only, stored as BF16 with I32 column ids; column 0 of
+  // the run is changed and must not matter.
+  std::string path = writeReference(logitsPath(), [](auto &t) {
+    for (auto &[name, tensor] : t) {
+      if (name.find(".logits") == std::string::npos)
+        continue;
+      std::vector<float> v = tensor.toFloats(), kept;
+      for (size_t i = 0; i < v.size(); ++i)
+        if (i % 4 == 1 || i % 4 == 3)
+          kept.push_back(v[i]);
+      Shape s = tensor.shape;
+      s.back() = 2;
+      tensor = HostTensor::fromFloats(DType::BF16, s, kept);
+    }
+    t.emplace_back("columns", HostTensor::fromInts(DType::I32, {2}, {1, 3}));
+  });
+  auto ref = readReferenceLogits(path);
+  ASSERT_TRUE(ref) << ref.status().message();
+  ASSERT_TRUE(ref->columns);
+  EXPECT_EQ(*ref->columns, (std::vector<int64_t>{1, 3}));
+  std::vector<StepRecord> run = smallRun();
+  for (StepRecord &r : run)
+    for (size_t i = 0; i < r.allLogits.size(); i += 4)
+      r.allLogits[i] = -100;
+  // bf16 holds these values to about 3 significant digits.
+  auto check = compareWithReference(*ref, smallShape(), run, 0, 1e-2);
+  ASSERT_TRUE(check) << check.status().message();
+  EXPECT_EQ(check->mismatches, 0);
+  EXPECT_EQ(check->columns, 2);
+  EXPECT_FALSE(check->steps[0].sameGreedyTokens); // no argmax over a subset
+  // At zero tolerance the bf16 rounding shows, on the kept columns only.
+  auto exact = compareWithReference(*ref, smallShape(), run, 0, 0);
+  ASSERT_TRUE(exact);
+  EXPECT_GT(exact->mismatches, 0);
+  for (const LogitMismatch &m : exact->firstMismatches)
+    EXPECT_TRUE(m.column == 1 || m.column == 3) << m.column;
+
+  // Column ids past the vocabulary are an error of the comparison.
+  std::string far = writeReference(logitsPath("_far"), [](auto &t) {
+    for (auto &[name, tensor] : t)
+      if (name.find(".logits") != std::string::npos) {
+        Shape s = tensor.shape;
+        s.back() = 1;
+        tensor = HostTensor::fromFloats(
+            DType::F32, s, std::vector<float>(size_t(numElements(s)), 0));
+      }
+    t.emplace_back("columns", HostTensor::fromInts(DType::I64, {1}, {4}));
+  });
+  EXPECT_HAS(compareError(far),
+             "'columns' names vocabulary id 4; the plan's vocabulary is 4");
+}
+
+TEST(ReferenceLogits, PromptAndStepsMustFitTheRun) {
+  std::string ids = writeReference(logitsPath("_ids"), [](auto &t) {
+    *tensorNamed(t, "input_ids") =
+        HostTensor::fromInts(DType::I64, {2, 2}, {1, 2, 3, 1});
+  });
+  EXPECT_HAS(compareError(ids),
+             "input_ids differ from the run's prompt at sequence 1, position "
+             "1 (file 1, run 0)");
+  std::string idShape = writeReference(logitsPath("_idshape"), [](auto &t) {
+    *tensorNamed(t, "input_ids") =
+        HostTensor::fromInts(DType::I32, {1, 4}, {1, 2, 3, 0});
+  });
+  EXPECT_HAS(compareError(idShape),
+             "input_ids is [1, 4], the run's prompt is [2, 2]");
+
+  std::string gap = writeReference(logitsPath("_gap"), [](auto &t) {
+    t.erase(std::remove_if(t.begin(), t.end(),
+                           [](auto &p) { return p.first == "step1.logits"; }),
+            t.end());
+  });
+  EXPECT_HAS(compareError(gap),
+             "has no step1.logits for the decode step 1 the run makes (it "
+             "holds steps 0, 2); run at most --steps 0");
+
+  // A prefill that returned only the last position: T differs.
+  std::vector<StepRecord> lastOnly = smallRun();
+  lastOnly[0].positions = 1;
+  lastOnly[0].allLogits = lastOnly[0].logits;
+  EXPECT_HAS(compareError(writeReference(logitsPath("_t")), lastOnly),
+             "step0.logits is [2, 2, 4]; the prefill has [2, 1, 4] (batch, "
+             "logit positions, columns)");
+}
+
+TEST(ReferenceLogits, FileIsCheckedOnItsOwn) {
+  auto withExtra = [&](const std::string &suffix, const std::string &name,
+                       HostTensor t) {
+    return writeReference(logitsPath(suffix),
+                          [&](auto &ts) { ts.emplace_back(name, t); });
+  };
+  HostTensor one = HostTensor::fromFloats(DType::F32, {1}, {0});
+  EXPECT_HAS(readError(withExtra("_typo", "step1.logit", one)),
+             "holds tensor 'step1.logit', which is none of stepK.logits, "
+             "columns and input_ids");
+  EXPECT_HAS(readError(withExtra("_zero", "step01.logits", one)),
+             "holds tensor 'step01.logits'");
+  EXPECT_HAS(
+      readError(withExtra("_cols", "columns",
+                          HostTensor::fromInts(DType::I64, {4}, {0, 1, 1, 3}))),
+      "'columns' must be strictly increasing vocabulary ids >= 0; "
+      "element 2 is 1 after 1");
+  EXPECT_HAS(readError(withExtra(
+                 "_neg", "columns",
+                 HostTensor::fromInts(DType::I64, {4}, {-1, 0, 1, 2}))),
+             "element 0 is -1");
+  EXPECT_HAS(readError(withExtra(
+                 "_fcols", "columns",
+                 HostTensor::fromFloats(DType::F32, {4}, {0, 1, 2, 3}))),
+             "tensor 'columns' has dtype F32; expected I32 or I64");
+  EXPECT_HAS(
+      readError(withExtra("_ncols", "columns",
+                          HostTensor::fromInts(DType::I64, {3}, {0, 1, 2}))),
+      "'columns' names 3 vocabulary ids, the logits have 4 columns");
+  EXPECT_HAS(
+      readError(withExtra(
+          "_rank", "step5.logits",
+          HostTensor::fromFloats(DType::F32, {2, 4}, std::vector<float>(8)))),
+      "'step5.logits' is [2, 4], expected [batch, logit positions, "
+      "vocabulary columns]");
+  EXPECT_HAS(
+      readError(withExtra("_width", "step5.logits",
+                          HostTensor::fromFloats(DType::F32, {2, 1, 3},
+                                                 std::vector<float>(6)))),
+      "step5.logits has 3 columns, step0.logits 4");
+  std::string none = logitsPath("_none");
+  ASSERT_TRUE(writeSafetensors(
+      none, {{"input_ids", HostTensor::fromInts(DType::I64, {1, 1}, {0})}}));
+  EXPECT_HAS(readError(none), "holds no stepK.logits tensor");
+}
+
+TEST(ReferenceLogits, PlanOrLogitsByContent) {
+  std::string logits = writeReference(logitsPath());
+  auto kind = checkFileKind(logits);
+  ASSERT_TRUE(kind) << kind.status().message();
+  EXPECT_EQ(*kind, CheckFileKind::Logits);
+
+  std::string plan = logitsPath("_plan"); // a plan, named .safetensors
+  {
+    std::vector<uint8_t> bytes =
+        generationPlan(1, 1, {1, 1, 4}, {1, 1, 4}).finish();
+    std::ofstream out(plan, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              std::streamsize(bytes.size()));
+  }
+  auto planKind = checkFileKind(plan);
+  ASSERT_TRUE(planKind) << planKind.status().message();
+  EXPECT_EQ(*planKind, CheckFileKind::Plan);
+
+  std::string garbage = logitsPath("_garbage");
+  for (const std::string &bytes :
+       {std::string("short"), std::string("0123456789abcdef"),
+        // A length field past the end of the file, then '{'.
+        std::string("\xff\0\0\0\0\0\0\0{}", 10)}) {
+    std::ofstream(garbage, std::ios::binary | std::ios::trunc) << bytes;
+    auto bad = checkFileKind(garbage);
+    ASSERT_FALSE(bad);
+    EXPECT_HAS(bad.status().message(),
+               "is neither a plan (FlatBuffers identifier BRPL) nor a "
+               "safetensors logits file");
+  }
+  auto missing = checkFileKind(logitsPath("_missing"));
+  ASSERT_FALSE(missing);
+  EXPECT_HAS(missing.status().message(), "cannot open --check-against file");
 }

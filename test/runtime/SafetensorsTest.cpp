@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <random>
+
+#include <unistd.h>
 
 using namespace braid::rt;
 using namespace braid::rt::test;
@@ -528,32 +531,60 @@ TEST(SafetensorsLoad, DifferentCheckpointValuesChangeTheOutputs) {
   EXPECT_GT(maxDiff, 0.1f * maxAbs); // logits are ~1e-4: compare relatively
 }
 
-TEST(SafetensorsLoad, TiedLmHeadFallsBackToEmbedTokens) {
+// The importer reads the embedding as the head itself when the config ties
+// them: a plan that asks for lm_head.weight is untied, and the embedding in
+// its place would be a silent wrong answer.
+TEST(SafetensorsLoad, LmHeadIsNeverTheEmbedding) {
   PlanBuilder pb = lmPlan(2, DType::F32);
   LoadedPlan plan = load(pb);
   std::string path = tempPath();
   ASSERT_TRUE(writeSafetensors(
       path, checkpointFor(pb, 5, DType::F32, {"lm_head.weight"})));
-  auto runner = loadedRunner(plan, path);
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto runner = ThreadedRunner::create(plan, 0);
   ASSERT_TRUE(runner);
-  // Parameter 4 (lm_head) now holds the embedding's slice, padding included.
-  auto full = generateFullWeights(5, "model.embed_tokens.weight", {5, 8});
-  for (int r = 0; r < 2; ++r) {
-    std::vector<float> want(full.begin() + r * 24,
-                            full.begin() + std::min(r * 24 + 24, 40));
-    want.resize(24, 0.0f);
-    EXPECT_EQ(runner->rank(r).parameter(4).toFloats(), want) << "rank " << r;
-    EXPECT_EQ(runner->rank(r).parameter(4).bytes,
-              runner->rank(r).parameter(0).bytes);
-  }
+  Status st = loadCheckpointParameters((*runner)->rank(0), plan, 0, *file);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            "parameter 'lm_head.weight': checkpoint '" + path +
+                "' has no tensor 'lm_head.weight' (nor "
+                "'transformer.lm_head.weight'); the plan has its own LM head "
+                "(its config has tie_word_embeddings false), so the "
+                "checkpoint must hold it: the embedding is not used in its "
+                "place");
   // A checkpoint that has lm_head.weight uses it, not the embedding.
   std::string untied = tempPath("_untied");
-  auto tensors = checkpointFor(pb, 5, DType::F32);
-  ASSERT_TRUE(writeSafetensors(untied, tensors));
+  ASSERT_TRUE(writeSafetensors(untied, checkpointFor(pb, 5, DType::F32)));
   auto runner2 = loadedRunner(plan, untied);
   ASSERT_TRUE(runner2);
   EXPECT_NE(runner2->rank(0).parameter(4).bytes,
             runner2->rank(0).parameter(0).bytes);
+}
+
+// A tied plan (no lm_head parameter) with an lm_head tensor in the
+// checkpoint: config and checkpoint disagree, and the error says so.
+TEST(SafetensorsLoad, HeadInCheckpointOfTiedPlanIsUnused) {
+  PlanBuilder pb(1);
+  pb.param("model.embed_tokens.weight", {4, 2}, {4, 2});
+  pb.function("main");
+  LoadedPlan plan = load(pb);
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(
+      path, {{"model.embed_tokens.weight",
+              HostTensor::fromFloats(DType::F32, {4, 2}, ramp(8))},
+             {"lm_head.weight",
+              HostTensor::fromFloats(DType::F32, {4, 2}, ramp(8))}}));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  Status st = loadCheckpointParameters(
+      [](const std::string &, HostTensor) { return Status::ok(); }, plan, 0,
+      *file);
+  ASSERT_FALSE(st);
+  EXPECT_HAS(st.message(), "holds 1 tensor the plan does not use: "
+                           "'lm_head.weight' (the plan ties the LM head to the "
+                           "embedding: its config has tie_word_embeddings "
+                           "true)");
 }
 
 TEST(SafetensorsLoad, Gpt2TransformerPrefixAndPlainNameFirst) {
@@ -572,10 +603,22 @@ TEST(SafetensorsLoad, Gpt2TransformerPrefixAndPlainNameFirst) {
         HostTensor::fromFloats(DType::F32, {2}, ln)},
        // Plain name wins over the prefixed one.
        {"h.0.ln_1.weight", HostTensor::fromFloats(DType::F32, {2}, {7, 8})}}));
-  auto runner = loadedRunner(plan, path);
+  // Both spellings of h.0.ln_1.weight: the prefixed one is then unused.
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto strict = ThreadedRunner::create(plan, 0);
+  ASSERT_TRUE(strict);
+  Status st = loadCheckpointParameters((*strict)->rank(0), plan, 0, *file);
+  ASSERT_FALSE(st);
+  EXPECT_HAS(st.message(), "holds 1 tensor the plan does not use: "
+                           "'transformer.h.0.ln_1.weight'");
+  auto runner = ThreadedRunner::create(plan, 0);
   ASSERT_TRUE(runner);
-  EXPECT_EQ(runner->rank(0).parameter(0).toFloats(), wte);
-  EXPECT_EQ(runner->rank(0).parameter(1).toFloats(),
+  CheckpointLoadOptions lo;
+  lo.allowUnusedWeights = true;
+  ASSERT_OK(loadCheckpointParameters((*runner)->rank(0), plan, 0, *file, lo));
+  EXPECT_EQ((*runner)->rank(0).parameter(0).toFloats(), wte);
+  EXPECT_EQ((*runner)->rank(0).parameter(1).toFloats(),
             (std::vector<float>{7, 8}));
 }
 
@@ -601,15 +644,12 @@ TEST(SafetensorsLoad, ErrorsNameTheParameter) {
   EXPECT_HAS(missing, "has no tensor 'mlp.down_proj.weight' (nor "
                       "'transformer.mlp.down_proj.weight')");
 
-  // No lm_head and no plainly named embedding to tie it to (the tie does
-  // not follow the GPT-2 prefix).
   auto noHead = checkpointFor(pb, 0, DType::F32, {"lm_head.weight"});
-  noHead[0].first = "transformer.model.embed_tokens.weight";
   EXPECT_HAS(tryLoad(noHead), "parameter 'lm_head.weight': checkpoint '" +
                                   tempPath() +
                                   "' has no tensor 'lm_head.weight' (nor "
-                                  "'transformer.lm_head.weight', nor the tied "
-                                  "'model.embed_tokens.weight')");
+                                  "'transformer.lm_head.weight'); the plan "
+                                  "has its own LM head");
 
   auto wrongShape = checkpointFor(pb, 0, DType::F32);
   wrongShape[2].second = HostTensor::fromFloats(DType::F32, {8, 16}, ramp(128));
@@ -625,4 +665,480 @@ TEST(SafetensorsLoad, ErrorsNameTheParameter) {
              "loading rank 0's slices into rank 1's interpreter");
   EXPECT_HAS(tryLoad(checkpointFor(pb, 0, DType::F32), /*rank=*/2),
              "rank 2 is outside world_size 2");
+}
+
+//===----------------------------------------------------------------------===//
+// Reading one rank's slice
+//===----------------------------------------------------------------------===//
+
+// readSlice reads only the slice's elements, in runs; it must give exactly
+// what cutting the whole tensor gives, for every shard rule (replicated,
+// any dim, blocks, padding, shards < group) and every float dtype.
+TEST(SafetensorsSlice, ReadSliceMatchesSliceOfWholeTensor) {
+  struct Case {
+    Shape full, padded;
+    ShardSpec spec;
+  };
+  std::vector<Case> cases = {
+      {{5, 8}, {}, {}},                         // replicated
+      {{6, 8}, {}, {0, 2, 1, 1, 2}},            // rows
+      {{6, 8}, {}, {1, 4, 1, 3, 4}},            // columns
+      {{5, 8}, {6, 8}, {0, 2, 1, 1, 2}},        // padded rows
+      {{4, 7}, {4, 8}, {1, 2, 1, 0, 2}},        // padded columns
+      {{4, 7}, {4, 8}, {1, 2, 1, 1, 2}},        // the padded piece
+      {{3, 12}, {}, {1, 2, 3, 1, 2}},           // c_attn: 3 blocks
+      {{2, 3, 8}, {}, {1, 3, 1, 2, 3}},         // middle dim
+      {{2, 3, 9}, {2, 3, 12}, {2, 2, 2, 1, 4}}, // shards < group
+      {{}, {}, {}},                             // scalar
+      {{0, 4}, {}, {1, 2, 1, 1, 2}},            // empty
+  };
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case &c = cases[i];
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " case " +
+                   std::to_string(i));
+      std::string path = tempPath(std::to_string(i) + dtypeName(dtype));
+      ASSERT_TRUE(writeSafetensors(
+          path, {{"w", HostTensor::fromFloats(
+                           dtype, c.full,
+                           ramp(size_t(numElements(c.full)), 0.61f))}}));
+      auto file = SafetensorsFile::open(path);
+      ASSERT_TRUE(file) << file.status().message();
+      auto whole = file->readFloats("w", c.full);
+      ASSERT_TRUE(whole) << whole.status().message();
+      auto want = sliceForRank(*whole, c.full, c.padded, c.spec);
+      ASSERT_TRUE(want) << want.status().message();
+      auto got = file->readSlice("w", c.full, c.padded, c.spec);
+      ASSERT_TRUE(got) << got.status().message();
+      EXPECT_EQ(*got, *want);
+    }
+}
+
+TEST(SafetensorsSlice, ReadSliceErrors) {
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(
+      path, {{"w", HostTensor::fromFloats(DType::F32, {4, 2}, ramp(8))},
+             {"i", HostTensor::fromInts(DType::I64, {2}, {1, 2})}}));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto shape = file->readSlice("w", {2, 4}, {}, {});
+  ASSERT_FALSE(shape);
+  EXPECT_HAS(shape.status().message(), "tensor 'w' is [4, 2], expected [2, 4]");
+  auto ints = file->readSlice("i", {2}, {}, {});
+  ASSERT_FALSE(ints);
+  EXPECT_HAS(ints.status().message(), "tensor 'i' has dtype I64");
+  auto cut = file->readSlice("w", {4, 2}, {}, {0, 3, 1, 0, 3});
+  ASSERT_FALSE(cut);
+  EXPECT_HAS(cut.status().message(), "cannot cut dim 0 of [4, 2]");
+}
+
+TEST(SafetensorsSlice, ReadInts) {
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(
+      path, {{"a", HostTensor::fromInts(DType::I32, {3}, {-1, 0, 70000})},
+             {"b", HostTensor::fromInts(DType::I64, {1, 2}, {1ll << 40, 5})},
+             {"f", HostTensor::fromFloats(DType::F32, {1}, {1})}}));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  EXPECT_EQ(*file->readInts("a", {3}), (std::vector<int64_t>{-1, 0, 70000}));
+  EXPECT_EQ(*file->readInts("b", {1, 2}), (std::vector<int64_t>{1ll << 40, 5}));
+  auto f = file->readInts("f", {1});
+  ASSERT_FALSE(f);
+  EXPECT_HAS(f.status().message(), "tensor 'f' has dtype F32; expected I32 "
+                                   "or I64");
+  ASSERT_NE(file->find("b"), nullptr);
+  EXPECT_EQ(file->find("b")->dtypeName, "I64");
+  EXPECT_EQ(file->find("b")->shape, (Shape{1, 2}));
+  EXPECT_EQ(file->find("z"), nullptr);
+}
+
+// f16 checkpoint into a bf16 plan: each value is the f16 value rounded once
+// to bf16 (the runtime goes through fp32, which holds every f16 exactly).
+TEST(SafetensorsLoad, AnyFloatCheckpointDtypeIntoAnyPlanDtype) {
+  for (DType from : {DType::F32, DType::BF16, DType::F16})
+    for (DType to : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtypeName(from)) + " -> " + dtypeName(to));
+      PlanBuilder pb = lmPlan(2, to);
+      LoadedPlan plan = load(pb);
+      std::string path = tempPath(std::string(dtypeName(from)) + dtypeName(to));
+      auto tensors = checkpointFor(pb, 7, from);
+      ASSERT_TRUE(writeSafetensors(path, tensors));
+      auto runner = loadedRunner(plan, path);
+      ASSERT_TRUE(runner);
+      // Parameter 2 (mlp.up_proj.weight, rows cut): rank 1 holds rows 8..15.
+      std::vector<float> stored = tensors[2].second.toFloats();
+      std::vector<float> rows(stored.begin() + 64, stored.end());
+      EXPECT_EQ(runner->rank(1).parameter(2).bytes,
+                HostTensor::fromFloats(to, {8, 8}, rows).bytes);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Sharded checkpoints: index, shards, model directories
+//===----------------------------------------------------------------------===//
+
+namespace {
+// A fresh directory for this test (removed first if left over).
+std::string tempDir(const std::string &suffix = "") {
+  const auto *info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = testing::TempDir() + "braid_" + info->test_suite_name() +
+                    "_" + info->name() + suffix;
+  std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return dir;
+}
+
+// Two shards of an F32 checkpoint ("a", "b" in shard 1; "c" in shard 2)
+// and `index` as model.safetensors.index.json; returns the index path.
+std::string shardedCheckpoint(const std::string &dir,
+                              const std::string &index) {
+  auto t = [](size_t n, float scale) {
+    return HostTensor::fromFloats(DType::F32, {int64_t(n)}, ramp(n, scale));
+  };
+  EXPECT_TRUE(writeSafetensors(dir + "/model-00001-of-00002.safetensors",
+                               {{"a", t(2, 0.1f)}, {"b", t(3, 0.2f)}}));
+  EXPECT_TRUE(writeSafetensors(dir + "/model-00002-of-00002.safetensors",
+                               {{"c", t(4, 0.3f)}}));
+  std::string path = dir + "/model.safetensors.index.json";
+  writeBytes(path, index);
+  return path;
+}
+
+constexpr const char *kGoodIndex =
+    R"({"metadata": {"total_size": 36}, "weight_map": {)"
+    R"("a": "model-00001-of-00002.safetensors",)"
+    R"("b": "model-00001-of-00002.safetensors",)"
+    R"("c": "model-00002-of-00002.safetensors"}})";
+
+// The error opening a sharded checkpoint with `index` (which must fail).
+std::string indexError(const std::string &index) {
+  std::string dir = tempDir();
+  std::string path = shardedCheckpoint(dir, index);
+  auto ckpt = Checkpoint::open(path);
+  EXPECT_FALSE(ckpt) << "opened: " << index;
+  if (ckpt)
+    return "";
+  EXPECT_HAS(ckpt.status().message(), "checkpoint index '" + path + "'");
+  return ckpt.status().message();
+}
+
+// kGoodIndex with `from` replaced by `to`.
+std::string goodIndexWith(const std::string &from, const std::string &to) {
+  std::string s = kGoodIndex;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+} // namespace
+
+TEST(SafetensorsIndex, OpensIndexAndDirectory) {
+  std::string dir = tempDir();
+  std::string index = shardedCheckpoint(dir, kGoodIndex);
+  for (const std::string &path : {index, dir, dir + "/"}) {
+    SCOPED_TRACE(path);
+    auto ckpt = Checkpoint::open(path);
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    EXPECT_EQ(ckpt->path(), index);
+    EXPECT_EQ(ckpt->numShards(), 2u);
+    EXPECT_EQ(ckpt->names(), (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_TRUE(ckpt->contains("c"));
+    EXPECT_FALSE(ckpt->contains("d"));
+    ASSERT_NE(ckpt->shardOf("c"), nullptr);
+    EXPECT_EQ(ckpt->shardOf("c")->path(),
+              dir + "/model-00002-of-00002.safetensors");
+    EXPECT_EQ(ckpt->shardOf("a"), ckpt->shardOf("b")); // one shard, once
+    EXPECT_EQ(ckpt->shardOf("d"), nullptr);
+    EXPECT_EQ(*ckpt->shardOf("c")->readFloats("c", {4}), ramp(4, 0.3f));
+  }
+}
+
+TEST(SafetensorsIndex, IndexIsToldByContentToo) {
+  // An index under another name: JSON text, not a safetensors file.
+  std::string dir = tempDir();
+  shardedCheckpoint(dir, kGoodIndex);
+  std::string renamed = dir + "/weights.idx";
+  writeBytes(renamed, kGoodIndex);
+  auto ckpt = Checkpoint::open(renamed);
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  EXPECT_EQ(ckpt->numShards(), 2u);
+  // A safetensors file whose header length starts with the byte '{' (123)
+  // is still a safetensors file.
+  std::string header =
+      R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.append(123 - header.size(), ' ');
+  std::string path = dir + "/brace.safetensors";
+  writeBytes(path, rawFile(header, std::string(4, '\0')));
+  auto brace = Checkpoint::open(path);
+  ASSERT_TRUE(brace) << brace.status().message();
+  EXPECT_EQ(brace->names(), std::vector<std::string>{"w"});
+}
+
+TEST(SafetensorsIndex, DirectoryNeedsExactlyOneOfTheTwoFiles) {
+  std::string dir = tempDir();
+  auto empty = Checkpoint::open(dir);
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.status().message(),
+            "checkpoint directory '" + dir +
+                "' holds neither model.safetensors nor "
+                "model.safetensors.index.json");
+  ASSERT_TRUE(writeSafetensors(
+      dir + "/model.safetensors",
+      {{"x", HostTensor::fromFloats(DType::F32, {1}, {2.5f})}}));
+  auto single = Checkpoint::open(dir);
+  ASSERT_TRUE(single) << single.status().message();
+  EXPECT_EQ(single->path(), dir + "/model.safetensors");
+  EXPECT_EQ(single->numShards(), 1u);
+  shardedCheckpoint(dir, kGoodIndex);
+  auto both = Checkpoint::open(dir);
+  ASSERT_FALSE(both);
+  EXPECT_HAS(both.status().message(),
+             "holds both model.safetensors and model.safetensors.index.json; "
+             "pass the one to load with --weights");
+}
+
+TEST(SafetensorsIndex, ShardNamesMustStayInTheDirectory) {
+  // Each name below reaches a real copy of the shard: without the check the
+  // checkpoint would open.
+  std::string dir = tempDir();
+  std::string shard = dir + "/model-00002-of-00002.safetensors";
+  shardedCheckpoint(dir, kGoodIndex);
+  ASSERT_EQ(std::system(("mkdir '" + dir + "/sub'").c_str()), 0);
+  std::string upName =
+      "braid_escape_" + std::to_string(::getpid()) + ".safetensors";
+  ASSERT_EQ(std::system(
+                ("cp '" + shard + "' '" + dir + "/../" + upName + "'").c_str()),
+            0);
+  auto tryIndex = [&](const std::string &name) {
+    std::string index =
+        goodIndexWith("\"c\": \"model-00002-of-00002.safetensors\"",
+                      "\"c\": \"" + name + "\"");
+    writeBytes(dir + "/model.safetensors.index.json", index);
+    auto ckpt = Checkpoint::open(dir);
+    EXPECT_FALSE(ckpt) << "opened with shard " << name;
+    return ckpt ? std::string() : ckpt.status().message();
+  };
+  EXPECT_HAS(tryIndex("../" + upName),
+             "tensor 'c' is mapped to shard \"../" + upName +
+                 "\", whose name has a '..' path component (shards are "
+                 "files inside the index's directory)");
+  EXPECT_HAS(tryIndex("sub/../model-00002-of-00002.safetensors"),
+             "has a '..' path component");
+  EXPECT_HAS(tryIndex(shard), "whose name is an absolute path");
+  std::remove((dir + "/../" + upName).c_str());
+  EXPECT_HAS(indexError(goodIndexWith("\"c\": \"model-00002",
+                                      "\"c\": \"./model-00002")),
+             "has a '.' path component");
+  EXPECT_HAS(indexError(goodIndexWith("\"c\": \"model-00002",
+                                      "\"c\": \"sub//model-00002")),
+             "has an empty path component");
+  EXPECT_HAS(indexError(goodIndexWith(
+                 "\"c\": \"model-00002-of-00002.safetensors\"", "\"c\": \"\"")),
+             "whose name is empty");
+  EXPECT_HAS(indexError(goodIndexWith("\"c\": \"model-00002",
+                                      "\"c\": \"model\\u0000-00002")),
+             "holds a NUL byte");
+}
+
+TEST(SafetensorsIndex, ShardsAndWeightMapMustAgree) {
+  // Listed in weight_map, absent from its shard.
+  EXPECT_HAS(
+      indexError(goodIndexWith("\"c\": \"model-00002-of-00002.safetensors\"",
+                               "\"c\": \"model-00002-of-00002.safetensors\", "
+                               "\"d\": \"model-00002-of-00002.safetensors\"")),
+      "tensor 'd' is mapped to shard 'model-00002-of-00002."
+      "safetensors', which does not hold it");
+  // In a shard, mapped to the other one.
+  EXPECT_HAS(
+      indexError(goodIndexWith("\"b\": \"model-00001", "\"b\": \"model-00002")),
+      "shard 'model-00001-of-00002.safetensors' holds tensor 'b', "
+      "which weight_map maps to shard "
+      "'model-00002-of-00002.safetensors'");
+  // In a shard, not listed at all.
+  EXPECT_HAS(indexError(goodIndexWith(
+                 "\"a\": \"model-00001-of-00002.safetensors\",", "")),
+             "shard 'model-00001-of-00002.safetensors' holds tensor 'a', "
+             "which weight_map does not list");
+  // A shard file that is not there.
+  EXPECT_HAS(
+      indexError(goodIndexWith("\"c\": \"model-00002", "\"c\": \"model-00003")),
+      "shard 'model-00003-of-00002.safetensors': cannot open "
+      "checkpoint '");
+  // A shard that is not a valid safetensors file.
+  std::string dir = tempDir("_corrupt");
+  std::string path = shardedCheckpoint(dir, kGoodIndex);
+  writeBytes(dir + "/model-00002-of-00002.safetensors", "{\"c\": 1}");
+  auto corrupt = Checkpoint::open(path);
+  ASSERT_FALSE(corrupt);
+  EXPECT_HAS(corrupt.status().message(),
+             "shard 'model-00002-of-00002.safetensors': checkpoint '");
+}
+
+TEST(SafetensorsIndex, HostileIndexText) {
+  EXPECT_HAS(indexError("{\"weight_map\": {"), "is not valid JSON");
+  EXPECT_HAS(indexError("[1, 2]"), "is not a sharded checkpoint index");
+  EXPECT_HAS(indexError("{\"metadata\": {}}"),
+             "is not a sharded checkpoint index: expected a JSON object with "
+             "a \"weight_map\" object");
+  EXPECT_HAS(indexError("{\"weight_map\": [\"a\"]}"),
+             "is not a sharded checkpoint index");
+  EXPECT_HAS(indexError("{\"weight_map\": {}}"), "weight_map lists no tensors");
+  EXPECT_HAS(indexError(goodIndexWith(
+                 "\"c\": \"model-00002-of-00002.safetensors\"", "\"c\": 2")),
+             "weight_map entry for tensor 'c' is not a shard file name: 2");
+  EXPECT_HAS(indexError(goodIndexWith(
+                 "\"c\": \"model-00002-of-00002.safetensors\"",
+                 "\"c\": [\"model-00002-of-00002.safetensors\"]")),
+             "weight_map entry for tensor 'c' is not a shard file name");
+  EXPECT_HAS(indexError(goodIndexWith(
+                 "\"c\": \"model-00002-of-00002.safetensors\"", "\"c\": null")),
+             "weight_map entry for tensor 'c' is not a shard file name: null");
+  // A key twice: the parser would keep the last one silently.
+  EXPECT_HAS(
+      indexError(goodIndexWith("\"c\": \"model-00002-of-00002.safetensors\"",
+                               "\"c\": \"model-00002-of-00002.safetensors\", "
+                               "\"a\": \"model-00002-of-00002.safetensors\"")),
+      "weight_map lists tensor 'a' twice");
+  EXPECT_HAS(
+      indexError(
+          std::string(kGoodIndex)
+              .replace(1, 0, "\"weight_map\": {\"zz\": \"x.safetensors\"}, ")),
+      "key 'weight_map' appears twice");
+  // Duplicate keys elsewhere (metadata) are not weight_map's business.
+  std::string dir = tempDir("_meta");
+  auto meta = Checkpoint::open(shardedCheckpoint(
+      dir, goodIndexWith("{\"total_size\": 36}",
+                         "{\"total_size\": 36, \"total_size\": 37}")));
+  EXPECT_TRUE(meta) << meta.status().message();
+  // Nesting is bounded (here inside the ignored metadata).
+  std::string deep = std::string(kGoodIndex)
+                         .replace(1, 0,
+                                  "\"deep\": " + std::string(100, '[') +
+                                      std::string(100, ']') + ", ");
+  EXPECT_HAS(indexError(deep), "nests arrays and objects deeper than 64 "
+                               "levels");
+  std::string ok = std::string(kGoodIndex)
+                       .replace(1, 0,
+                                "\"deep\": " + std::string(60, '[') +
+                                    std::string(60, ']') + ", ");
+  auto shallow = Checkpoint::open(shardedCheckpoint(tempDir("_ok"), ok));
+  EXPECT_TRUE(shallow) << shallow.status().message();
+}
+
+TEST(SafetensorsIndex, IndexSizeIsBounded) {
+  std::string dir = tempDir();
+  std::string path = dir + "/model.safetensors.index.json";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << kGoodIndex;
+  }
+  // Sparse: nothing is written, the size alone is refused.
+  ASSERT_EQ(::truncate(path.c_str(), off_t(kMaxCheckpointIndexBytes + 1)), 0);
+  auto big = Checkpoint::open(path);
+  ASSERT_FALSE(big);
+  EXPECT_HAS(big.status().message(),
+             "checkpoint index '" + path + "' is " +
+                 std::to_string(kMaxCheckpointIndexBytes + 1) +
+                 " bytes, more than the limit of ");
+}
+
+// The same parameters from a single file and from its shards, every rank.
+TEST(SafetensorsIndex, ShardedCheckpointLoadsLikeSingleFile) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  LoadedPlan plan = load(pb);
+  auto tensors = checkpointFor(pb, 11, DType::F32);
+  std::string dir = tempDir();
+  std::string single = dir + "/single.safetensors";
+  ASSERT_TRUE(writeSafetensors(single, tensors));
+  std::vector<std::pair<std::string, HostTensor>> first(tensors.begin(),
+                                                        tensors.begin() + 2),
+      second(tensors.begin() + 2, tensors.end());
+  ASSERT_TRUE(writeSafetensors(dir + "/s1.safetensors", first));
+  ASSERT_TRUE(writeSafetensors(dir + "/s2.safetensors", second));
+  std::string index = "{\"weight_map\": {";
+  for (size_t i = 0; i < tensors.size(); ++i)
+    index += std::string(i ? ", " : "") + "\"" + tensors[i].first + "\": \"" +
+             (i < 2 ? "s1" : "s2") + ".safetensors\"";
+  writeBytes(dir + "/model.safetensors.index.json", index + "}}");
+
+  auto sharded = Checkpoint::open(dir);
+  ASSERT_TRUE(sharded) << sharded.status().message();
+  auto want = loadedRunner(plan, single);
+  ASSERT_TRUE(want);
+  auto runner = ThreadedRunner::create(plan, 999);
+  ASSERT_TRUE(runner);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(loadCheckpointParameters((*runner)->rank(r), plan, r, *sharded));
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ((*runner)->rank(r).parameter(i).bytes,
+                want->rank(r).parameter(i).bytes)
+          << "rank " << r << " parameter " << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Unused checkpoint tensors
+//===----------------------------------------------------------------------===//
+
+TEST(SafetensorsUnused, KnownBuffers) {
+  for (const char *name :
+       {"model.layers.0.self_attn.rotary_emb.inv_freq",
+        "model.rotary_emb.inv_freq", "rotary_emb.inv_freq", "h.0.attn.bias",
+        "h.11.attn.masked_bias", "transformer.h.3.attn.bias"})
+    EXPECT_TRUE(isKnownUnusedBuffer(name)) << name;
+  for (const char *name :
+       {"h.0.attn.c_attn.bias", "model.layers.0.self_attn.q_proj.bias",
+        "h.attn.bias", "h.x.attn.bias", "foo.h.0.attn.bias",
+        "transformer.h.0.attn.bias.extra", "inv_freq", "lm_head.weight",
+        "model.layers.0.self_attn.rotary_emb.inv_freq2"})
+    EXPECT_FALSE(isKnownUnusedBuffer(name)) << name;
+}
+
+TEST(SafetensorsUnused, UnusedTensorsAreAnErrorUnlessAllowed) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  LoadedPlan plan = load(pb);
+  auto tensors = checkpointFor(pb, 3, DType::F32);
+  HostTensor small = HostTensor::fromFloats(DType::F32, {2}, {1, 2});
+  for (const char *extra : {"extra.0", "extra.1", "extra.2", "extra.3",
+                            "extra.4", "extra.5", "extra.6"})
+    tensors.emplace_back(extra, small);
+  // Known buffers are never named, allowed or not.
+  tensors.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", small);
+  tensors.emplace_back("h.0.attn.masked_bias", small);
+  std::string path = tempPath();
+  ASSERT_TRUE(writeSafetensors(path, tensors));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  Checkpoint ckpt(*file);
+
+  auto match = matchCheckpoint(plan.root(), ckpt);
+  ASSERT_TRUE(match) << match.status().message();
+  EXPECT_EQ(match->sources, (std::vector<std::string>{
+                                "model.embed_tokens.weight",
+                                "model.norm.weight", "mlp.up_proj.weight",
+                                "mlp.down_proj.weight", "lm_head.weight"}));
+  EXPECT_EQ(match->unused.size(), 7u);
+  EXPECT_EQ(match->skipped,
+            (std::vector<std::string>{
+                "h.0.attn.masked_bias",
+                "model.layers.0.self_attn.rotary_emb.inv_freq"}));
+
+  auto runner = ThreadedRunner::create(plan, 0);
+  ASSERT_TRUE(runner);
+  Status st = loadCheckpointParameters((*runner)->rank(0), plan, 0, ckpt);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            "checkpoint '" + path +
+                "' holds 7 tensors the plan does not use: 'extra.0', "
+                "'extra.1', 'extra.2', 'extra.3', 'extra.4' and 2 more (a "
+                "checkpoint for another model or config? "
+                "--allow-unused-weights loads it anyway)");
+  CheckpointLoadOptions lo;
+  lo.allowUnusedWeights = true;
+  auto allowed = checkCheckpoint(plan.root(), ckpt, lo);
+  ASSERT_TRUE(allowed) << allowed.status().message();
+  EXPECT_EQ(allowed->unused.size(), 7u);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_OK(loadCheckpointParameters((*runner)->rank(r), plan, r, ckpt, lo));
+  EXPECT_EQ((*runner)->rank(0).parameter(1).toFloats(),
+            tensors[1].second.toFloats());
 }

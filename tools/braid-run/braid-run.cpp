@@ -9,6 +9,7 @@
 #include "runtime/Interpreter.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/PlanText.h"
+#include "runtime/ReferenceLogits.h"
 #include "runtime/Safetensors.h"
 #ifdef BRAID_HAVE_CUDA
 #include "runtime/cuda/CudaCheck.h"
@@ -22,19 +23,24 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace braid::rt;
 namespace plan = braid::plan;
@@ -80,16 +86,46 @@ the tokens and a latency summary.
                            backend runs at most 1024 ranks and refuses a
                            plan whose ranks need more host memory than the
                            machine or ulimit allows
-  --steps K                decode steps after prefill (default 4)
-  --tokens a,b,...         prompt ids, batch x prompt length of them
-                           (default: synthetic, from --prompt-seed)
+  --steps K                decode steps after prefill (default 4; with
+                           --force-tokens, the number of forced tokens)
+  --tokens a,b,...         prompt ids, batch x prompt length of them,
+                           sequence after sequence (default: synthetic,
+                           from --prompt-seed)
+  --prompt-file FILE       the prompt ids from FILE instead (separated by
+                           whitespace and/or commas; `-` reads stdin)
   --prompt-seed S          seed of the synthetic prompt (default 0)
+  --force-tokens a,b,...   teacher forcing: decode step k feeds token k
+                           instead of the greedy one. Laid out like
+                           --tokens: batch x N ids, sequence 0's N tokens,
+                           then sequence 1's, ...; --steps must be <= N
   --seed S                 seed of the generated weights (default 0)
-  --weights FILE           Hugging Face safetensors checkpoint instead
-  --dump-outputs FILE      write every step's logits as safetensors
-                           (step0.logits = prefill, stepK.logits = decode K)
+  --weights PATH           Hugging Face safetensors checkpoint instead: a
+                           .safetensors file, a sharded checkpoint's
+                           index (model.safetensors.index.json, shards
+                           next to it), or a directory holding one of
+                           model.safetensors and
+                           model.safetensors.index.json (not both).
+                           BF16/F16/F32 tensors load into any plan dtype;
+                           each rank reads only its slices
+  --allow-unused-weights   checkpoint tensors the plan does not use are a
+                           warning, not an error (checkpoints with extra
+                           heads; rotary inv_freq and GPT-2 attn.bias
+                           buffers are always skipped)
+  --dump-outputs FILE      write input_ids ([B, S] i64) and every step's
+                           logits ([B, T, V] f32; T = logit positions of
+                           the step) as safetensors (step0.logits =
+                           prefill, stepK.logits = decode K)
   --check-against PLAN     run PLAN on the same tokens (same model, other
                            parallelism) and compare logits
+  --check-against FILE.safetensors
+                           compare with reference logits: stepK.logits
+                           [B, T, V'] (F32, BF16 or F16) as --dump-outputs
+                           writes them, optional columns [V'] (I32/I64,
+                           strictly increasing vocab ids: only those
+                           columns are compared) and optional input_ids
+                           [B, S] (must equal the prompt). Every step run
+                           must be in the file (lower --steps otherwise).
+                           Plan or file is told by content
   --strict                 cpu: strict interpreter for PLAN.bplan (not for
                            the --check-against reference): streams run in a
                            random order that respects only the plan's
@@ -109,7 +145,8 @@ the tokens and a latency summary.
   --atol X, --rtol X       tolerance for --check-against: |a-b| <= atol +
                            rtol*|b| (default for fp32 logits: atol = 1e-5 x
                            max|reference logit|, rtol = 1e-4; for bf16/fp16:
-                           2e-2 x max|reference logit| and 2e-2)
+                           2e-2 x max|reference logit| and 2e-2; the plan's
+                           logits dtype decides)
   --print-plan             print the plan as text and exit
 
   braid-run --probe-gpu    print the CUDA driver and runtime versions and
@@ -122,10 +159,17 @@ struct Options {
   std::string backend = "cpu";
   int ranks = -1;
   int steps = 4;
+  bool stepsGiven = false;
   std::vector<int64_t> tokens;
+  std::string promptFile;
+  std::vector<int64_t> forceTokens;
   uint64_t promptSeed = 0;
   uint64_t seed = 0;
   std::string weights;
+  bool allowUnusedWeights = false;
+  /// --weights, opened once (each shard mapped once) and shared by every
+  /// PlanRun of this process (--check, --check-against PLAN).
+  std::shared_ptr<const Checkpoint> checkpoint;
   std::string dumpOutputs;
   std::string checkAgainst;
   std::optional<double> atol, rtol;
@@ -216,12 +260,17 @@ Expected<Options> parseArgs(int argc, char **argv) {
       st = number(o.ranks);
     } else if (flag == "--steps") {
       st = number(o.steps);
+      o.stepsGiven = true;
     } else if (flag == "--prompt-seed") {
       st = number(o.promptSeed);
     } else if (flag == "--seed") {
       st = number(o.seed);
     } else if (flag == "--weights") {
       st = text(o.weights);
+    } else if (flag == "--allow-unused-weights") {
+      o.allowUnusedWeights = true;
+    } else if (flag == "--prompt-file") {
+      st = text(o.promptFile);
     } else if (flag == "--dump-outputs") {
       st = text(o.dumpOutputs);
     } else if (flag == "--check-against") {
@@ -263,6 +312,11 @@ Expected<Options> parseArgs(int argc, char **argv) {
     } else if (flag == "--tokens") {
       st = numberList(o.tokens, "a token id",
                       std::numeric_limits<int64_t>::min());
+    } else if (flag == "--force-tokens") {
+      st = numberList(o.forceTokens, "a token id",
+                      std::numeric_limits<int64_t>::min());
+      if (st && o.forceTokens.empty())
+        st = errorf("--force-tokens needs at least one token id");
     } else if (a.rfind("-", 0) == 0) {
       return errorf("unknown option '", a, "' (see --help)");
     } else if (o.plan.empty()) {
@@ -297,10 +351,66 @@ Expected<Options> parseArgs(int argc, char **argv) {
     return errorf("--timeout must be in (0, 1e6] seconds, got ", o.timeout);
   if (o.steps < 0)
     return errorf("--steps must be >= 0, got ", o.steps);
+  if (!o.tokens.empty() && !o.promptFile.empty())
+    return errorf("--tokens and --prompt-file both give the prompt: use one");
   if ((o.atol && !(*o.atol >= 0)) || (o.rtol && !(*o.rtol >= 0)))
     return errorf("--atol and --rtol must be >= 0");
   return o;
 }
+
+/// A long checkpoint load's progress: one stderr line, rewritten in place,
+/// once the load has taken more than a second, and only when stderr is a
+/// terminal (logs and tests stay clean). Erased when the load ends.
+class LoadProgress {
+public:
+  LoadProgress(const plan::Plan &plan, size_t ranks)
+      : enabled_(::isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {
+    if (plan.parameters())
+      for (const plan::Parameter *param : *plan.parameters()) {
+        totalTensors_ += int64_t(ranks);
+        Shape local(param->local_shape()->begin(), param->local_shape()->end());
+        totalBytes_ += double(ranks) * double(numElements(local)) *
+                       double(dtypeSize(param->dtype()));
+      }
+  }
+  LoadProgress(const LoadProgress &) = delete;
+  LoadProgress &operator=(const LoadProgress &) = delete;
+  ~LoadProgress() {
+    if (shown_) // blank the line; what follows starts at its beginning
+      std::cerr << "\r" << std::string(width_, ' ') << "\r" << std::flush;
+  }
+
+  /// One slice of `bytes` (in the plan's dtype) is loaded.
+  void add(size_t bytes) {
+    ++tensors_;
+    bytes_ += double(bytes);
+    if (!enabled_)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(1) ||
+        (shown_ && now - last_ < std::chrono::milliseconds(100) &&
+         tensors_ != totalTensors_))
+      return;
+    last_ = now;
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2)
+         << "braid-run: loading weights: " << tensors_ << "/" << totalTensors_
+         << " tensors, " << bytes_ / 1e9 << "/" << totalBytes_ / 1e9 << " GB";
+    std::string text = line.str();
+    width_ = std::max(width_, text.size());
+    std::cerr << "\r" << text << std::flush;
+    shown_ = true;
+  }
+
+private:
+  bool enabled_;
+  bool shown_ = false;
+  size_t width_ = 0;
+  std::chrono::steady_clock::time_point start_, last_;
+  int64_t tensors_ = 0, totalTensors_ = 0;
+  double bytes_ = 0, totalBytes_ = 0;
+};
 
 /// A ready-to-step run of one plan on one backend.
 struct PlanRun {
@@ -374,10 +484,7 @@ struct PlanRun {
       run->gpu = runner.take();
     }
 #endif
-    if (!o.weights.empty()) {
-      auto file = SafetensorsFile::open(o.weights);
-      if (!file)
-        return file.status();
+    if (o.checkpoint) {
       std::vector<int> held;
 #ifdef BRAID_HAVE_CUDA
       if (run->gpu)
@@ -386,16 +493,20 @@ struct PlanRun {
       if (held.empty()) // the CPU interpreter: every rank
         for (int r = 0; r < plan.root().world_size(); ++r)
           held.push_back(r);
+      CheckpointLoadOptions lo;
+      lo.allowUnusedWeights = o.allowUnusedWeights;
+      LoadProgress progress(plan.root(), held.size());
       for (int r : held)
         BRAID_RETURN_IF_ERROR(loadCheckpointParameters(
             [&](const std::string &name, HostTensor local) -> Status {
+              progress.add(local.bytes.size());
 #ifdef BRAID_HAVE_CUDA
               if (run->gpu)
                 return run->gpu->setParameter(r, name, local);
 #endif
               return run->cpu->rank(r).setParameter(name, std::move(local));
             },
-            plan, r, *file));
+            plan, r, *o.checkpoint, lo));
     }
     return run;
   }
@@ -451,8 +562,8 @@ void printTokens(std::ostream &os, const std::vector<int64_t> &ids,
   }
 }
 
-void printSummary(std::ostream &os, const std::string &path,
-                  const PlanRun &run, const std::vector<StepRecord> &steps) {
+void printSummary(std::ostream &os, const std::string &path, const PlanRun &run,
+                  const std::vector<StepRecord> &steps, bool forced) {
   const GenerationShape &s = run.shape;
   os << "=== braid-run: " << path << " | backend " << run.backend
      << (run.strict ? " (strict, seed " + std::to_string(run.strictSeed) + ")"
@@ -463,6 +574,16 @@ void printSummary(std::ostream &os, const std::string &path,
   os << " ";
   printTokens(os, steps.front().inputIds, s.batch);
   os << "\n";
+  if (forced && steps.size() > 1) {
+    // The fed tokens, laid out like --force-tokens (sequence-major).
+    std::vector<int64_t> fed;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (size_t i = 1; i < steps.size(); ++i)
+        fed.push_back(steps[i].inputIds[size_t(b)]);
+    os << "forced: ";
+    printTokens(os, fed, s.batch);
+    os << "\n";
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     os << (i == 0 ? "prefill  " : "decode ") << std::setw(i == 0 ? 0 : 2)
        << (i == 0 ? std::string() : std::to_string(i)) << " -> ";
@@ -499,16 +620,24 @@ void printSummary(std::ostream &os, const std::string &path,
   os.unsetf(std::ios::floatfield);
 }
 
-Status dumpOutputs(const std::string &path,
-                   const std::vector<StepRecord> &steps,
-                   const GenerationShape &shape) {
-  std::vector<std::pair<std::string, HostTensor>> tensors;
-  for (size_t i = 0; i < steps.size(); ++i)
-    tensors.emplace_back("step" + std::to_string(i) + ".logits",
-                         HostTensor::fromFloats(plan::DType::F32,
-                                                {shape.batch, shape.vocab},
-                                                steps[i].logits));
-  return writeSafetensors(path, tensors);
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+
+/// --atol/--rtol, or the defaults from the plan's logits storage type:
+/// bf16/fp16 round every intermediate tensor, fp32 differs only by
+/// summation order. `scale` (max |reference logit|) scales atol, since
+/// synthetic weights give small logits.
+Tolerance checkTolerance(const LoadedPlan &plan, const Options &o,
+                         double scale) {
+  bool lowPrecision = false;
+  for (const plan::Function *f : *plan.root().functions())
+    for (const plan::Binding *bind : *f->outputs())
+      if (bind->name()->string_view() == "logits")
+        lowPrecision |= f->tensors()->Get(unsigned(bind->tensor()))->dtype() !=
+                        plan::DType::F32;
+  return {o.atol.value_or((lowPrecision ? 2e-2 : 1e-5) * scale),
+          o.rtol.value_or(lowPrecision ? 2e-2 : 1e-4)};
 }
 
 /// Replays `reference`'s tokens through the plan at `path` on `backend` and
@@ -536,21 +665,11 @@ Status checkAgainst(const std::string &path, const std::string &backend,
   if (!steps)
     return errorf("--check-against ", path, ": ", steps.status().message());
 
-  // Default tolerance from the logits' storage type: bf16/fp16 round every
-  // intermediate tensor, fp32 differs only by summation order.
-  bool lowPrecision = false;
-  for (const plan::Function *f : *first.plan.root().functions())
-    for (const plan::Binding *bind : *f->outputs())
-      if (bind->name()->string_view() == "logits")
-        lowPrecision |= f->tensors()->Get(unsigned(bind->tensor()))->dtype() !=
-                        plan::DType::F32;
-  // Tolerances scale with the logits: synthetic weights give small ones.
   double scale = 0;
   for (const StepRecord &r : reference)
     for (float v : r.logits)
       scale = std::max(scale, double(std::fabs(v)));
-  double atol = o.atol.value_or((lowPrecision ? 2e-2 : 1e-5) * scale);
-  double rtol = o.rtol.value_or(lowPrecision ? 2e-2 : 1e-4);
+  auto [atol, rtol] = checkTolerance(first.plan, o, scale);
 
   std::cout << "=== check against " << path << " (" << backend << ", ranks "
             << other->plan.root().world_size() << "), |a-b| <= "
@@ -579,6 +698,63 @@ Status checkAgainst(const std::string &path, const std::string &backend,
     return errorf("check failed: ", failures,
                   " logits outside tolerance against ", path);
   std::cout << "check passed: " << reference.size()
+            << " steps within tolerance\n";
+  return Status::ok();
+}
+
+/// --check-against FILE.safetensors: compares the run's logits with the
+/// reference logits file `ref` (runtime/ReferenceLogits.h).
+Status checkAgainstFile(const ReferenceLogits &ref, const Options &o,
+                        const PlanRun &run,
+                        const std::vector<StepRecord> &steps) {
+  const std::string &path = ref.path;
+  auto [atol, rtol] =
+      checkTolerance(run.plan, o, referenceScale(ref, steps.size()));
+  auto check = compareWithReference(ref, run.shape, steps, atol, rtol);
+  if (!check)
+    return check.status();
+  std::cout << "=== check against " << path << " (reference logits, "
+            << check->columns << " of " << run.shape.vocab
+            << " vocabulary columns), |a-b| <= " << std::scientific
+            << std::setprecision(3) << atol << " + " << rtol << "*|b| ===\n"
+            << std::defaultfloat;
+  for (const StepCheck &sc : check->steps) {
+    const Comparison &c = sc.comparison;
+    std::cout << (sc.step == 0 ? "prefill " : "decode ")
+              << (sc.step == 0 ? std::string() : std::to_string(sc.step) + " ")
+              << "max |logit| " << std::scientific << std::setprecision(3)
+              << sc.maxAbsLogit << ", max abs err " << c.maxAbsError
+              << ", max rel err " << c.maxRelError << std::defaultfloat
+              << ", mismatches " << c.mismatches;
+    if (sc.sameGreedyTokens)
+      std::cout << ", greedy tokens "
+                << (*sc.sameGreedyTokens ? "equal" : "DIFFER");
+    std::cout << "\n";
+  }
+  for (const LogitMismatch &m : check->firstMismatches)
+    std::cout << "  mismatch: "
+              << (m.step == 0 ? std::string("prefill")
+                              : "decode " + std::to_string(m.step))
+              << ", batch " << m.batch << ", position " << m.position
+              << ", vocab id " << m.column << ": braid " << std::setprecision(9)
+              << m.got << ", reference " << m.want << ", |a-b| "
+              << std::scientific << std::setprecision(3)
+              << std::fabs(double(m.got) - double(m.want)) << std::defaultfloat
+              << std::setprecision(6) << "\n";
+  if (check->mismatches > int64_t(check->firstMismatches.size()))
+    std::cout << "  ("
+              << check->mismatches - int64_t(check->firstMismatches.size())
+              << " more mismatches not listed)\n";
+  if (!check->notRun.empty()) {
+    std::cout << "(not compared: the file's steps";
+    for (int k : check->notRun)
+      std::cout << " " << k;
+    std::cout << ", beyond the " << steps.size() - 1 << " decode steps run)\n";
+  }
+  if (check->mismatches)
+    return errorf("check failed: ", check->mismatches,
+                  " logits outside tolerance against ", path);
+  std::cout << "check passed: " << check->steps.size()
             << " steps within tolerance\n";
   return Status::ok();
 }
@@ -678,6 +854,91 @@ std::string explainNonFiniteOnCpu(const Options &o,
          "for the same tokens";
 }
 
+/// At most this many bytes of prompt ids (tens of millions of tokens).
+constexpr uint64_t kMaxPromptFileBytes = uint64_t(64) << 20;
+
+/// --prompt-file: ids separated by whitespace and/or commas; `-` is stdin.
+Expected<std::vector<int64_t>> readPromptFile(const std::string &path) {
+  std::string text;
+  if (path == "-") {
+    text.resize(size_t(kMaxPromptFileBytes) + 1);
+    std::cin.read(text.data(), std::streamsize(text.size()));
+    text.resize(size_t(std::cin.gcount()));
+    if (text.size() > kMaxPromptFileBytes)
+      return errorf("prompt file '-' (stdin) holds more than the limit of ",
+                    kMaxPromptFileBytes, " bytes");
+  } else {
+    auto bytes = readRegularFile(path, "prompt file", kMaxPromptFileBytes);
+    if (!bytes)
+      return bytes.status();
+    text.assign(bytes->begin(), bytes->end());
+  }
+  return parseTokenList(text, path == "-"
+                                  ? std::string("prompt file '-' (stdin)")
+                                  : "prompt file '" + path + "'");
+}
+
+/// --weights: opens the checkpoint once (file, index or directory) and
+/// checks it against the plan before any rank is allocated: every
+/// parameter has its tensor, no tensor is left unused (a warning with
+/// --allow-unused-weights, printed by the process that speaks).
+Expected<std::shared_ptr<const Checkpoint>>
+openCheckpoint(const Options &o, const plan::Plan &plan, bool speaks) {
+  auto ckpt = Checkpoint::open(o.weights);
+  if (!ckpt)
+    return ckpt.status();
+  CheckpointLoadOptions lo;
+  lo.allowUnusedWeights = o.allowUnusedWeights;
+  auto match = checkCheckpoint(plan, *ckpt, lo);
+  if (!match)
+    return match.status();
+  if (speaks && !match->unused.empty()) {
+    std::string line =
+        "braid-run: warning: " + describeUnused(*ckpt, plan, match->unused) +
+        "; ignored (--allow-unused-weights)\n";
+    std::cerr.write(line.data(), std::streamsize(line.size()));
+  }
+  return std::make_shared<const Checkpoint>(ckpt.take());
+}
+
+/// One stderr line on what was loaded and the dtype conversion that
+/// happened: "braid-run: weights: 21 tensors from checkpoint 'm.safetensors',
+/// bf16 checkpoint -> f32 plan".
+void describeWeights(const Checkpoint &ckpt, const plan::Plan &plan) {
+  auto match = matchCheckpoint(plan, ckpt);
+  if (!match)
+    return; // the load succeeded, so it matched
+  std::set<std::string> from, to;
+  for (unsigned i = 0; i < match->sources.size(); ++i) {
+    const std::string &source = match->sources[i];
+    std::string dtype = ckpt.shardOf(source)->find(source)->dtypeName;
+    std::transform(dtype.begin(), dtype.end(), dtype.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    from.insert(dtype);
+    to.insert(dtypeName(plan.parameters()->Get(i)->dtype()));
+  }
+  auto join = [](const std::set<std::string> &names) {
+    std::string out;
+    for (const std::string &n : names)
+      out += (out.empty() ? "" : "+") + n;
+    return out;
+  };
+  std::ostringstream line;
+  line << "braid-run: weights: " << match->sources.size()
+       << (match->sources.size() == 1 ? " tensor" : " tensors")
+       << " from checkpoint '" << ckpt.path() << "'";
+  if (ckpt.numShards() > 1)
+    line << " (" << ckpt.numShards() << " shards)";
+  if (!match->sources.empty()) {
+    line << ", " << join(from) << " checkpoint -> " << join(to) << " plan";
+    if (from == to)
+      line << " (no conversion)";
+  }
+  line << "\n";
+  std::string text = line.str();
+  std::cerr.write(text.data(), std::streamsize(text.size()));
+}
+
 /// How a failed run ends. Before the run starts, every process reaches the
 /// same verdict (checkSameRun) and exits normally; once ranks meet in
 /// collectives, a failing process must take the others down with it
@@ -694,14 +955,23 @@ struct Failure {
 Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
                   const Expected<LoadedPlan> &loaded) {
   RunIdentity id;
+  // A logits file is compared by rank 0 alone; a plan would be run by
+  // every process.
+  std::optional<Expected<CheckFileKind>> checkKind;
+  if (opts && !opts->checkAgainst.empty())
+    checkKind = checkFileKind(opts->checkAgainst);
   if (!opts)
     id.loadError = opts.status().message();
   else if (opts->backend != "cuda")
     id.loadError = "--backend " + opts->backend +
                    " runs every rank in one process: start it without "
                    "mpirun/srun (or use --backend cuda)";
-  else if (!opts->checkAgainst.empty())
-    id.loadError = "--check-against runs in one process only; use --check";
+  else if (checkKind && !*checkKind)
+    id.loadError = checkKind->status().message();
+  else if (checkKind && **checkKind == CheckFileKind::Plan)
+    id.loadError = "--check-against runs in one process only; use --check "
+                   "(or compare with a logits file: --check-against "
+                   "FILE.safetensors)";
   else if (!loaded)
     id.loadError = loaded.status().message();
   if (opts) {
@@ -738,6 +1008,15 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     return std::optional<Failure>(Failure{std::move(st), phase});
   };
   auto opts = parseArgs(argc, argv);
+  // Before the agreement: under mpirun a prompt file one process cannot
+  // read is then reported by all.
+  if (opts && !opts->promptFile.empty()) {
+    auto ids = readPromptFile(opts->promptFile);
+    if (ids)
+      opts->tokens = ids.take();
+    else
+      opts = Expected<Options>(ids.status());
+  }
   Expected<LoadedPlan> loaded =
       opts ? loadPlanFile(opts->plan, opts->loadOptions())
            : Expected<LoadedPlan>(opts.status());
@@ -750,7 +1029,7 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     return fail(opts.status(), Phase::Agreement);
   if (!loaded)
     return fail(loaded.status(), Phase::Agreement);
-  const Options &o = *opts;
+  Options o = *opts;
   if (o.printPlan) {
     printPlan(std::cout, loaded->root());
     return std::nullopt;
@@ -765,18 +1044,66 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
                        world, " ranks"),
                 Phase::Agreement);
 
+  // The prompt and the teacher-forced steps, known before anything is
+  // allocated (a plan without a generation shape is reported by create).
+  GenerationOptions g;
+  g.decodeSteps = o.steps;
+  g.allowNonFinite = o.allowNonFinite;
+  auto shape = generationShape(loaded->root());
+  if (shape)
+    g.prompt =
+        o.tokens.empty() ? syntheticPrompt(*shape, o.promptSeed) : o.tokens;
+  if (shape && !o.forceTokens.empty()) {
+    auto forced = forcedTokensByStep(o.forceTokens, shape->batch);
+    if (!forced)
+      return fail(forced.status(), Phase::Agreement);
+    int covered = int(std::min<size_t>(forced->size(), INT_MAX));
+    if (o.stepsGiven && o.steps > covered)
+      return fail(errorf("--steps ", o.steps, " needs ", o.steps,
+                         " forced tokens per sequence; --force-tokens gives ",
+                         covered, " (for each of the ", shape->batch,
+                         " sequences)"),
+                  Phase::Agreement);
+    g.decodeSteps = o.stepsGiven ? o.steps : covered;
+    g.forcedTokens = forced.take();
+  }
+
+  bool speaks = !processes || processes->rank() == 0;
+  // --check-against a logits file: read and fitted to this run (prompt,
+  // steps, columns) before anything runs, so a wrong file fails at once.
+  // Rank 0 alone compares, so it alone reads it.
+  std::optional<ReferenceLogits> reference;
+  if (!o.checkAgainst.empty() && shape && speaks) {
+    auto kind = checkFileKind(o.checkAgainst);
+    if (!kind)
+      return fail(kind.status(), Phase::Collective);
+    if (*kind == CheckFileKind::Logits) {
+      auto ref = readReferenceLogits(o.checkAgainst);
+      if (!ref)
+        return fail(ref.status(), Phase::Collective);
+      Status fits = checkReferenceCovers(*ref, *shape, g.prompt, g.decodeSteps);
+      if (!fits)
+        return fail(fits, Phase::Collective);
+      reference = ref.take();
+    }
+  }
+
+  if (!o.weights.empty()) {
+    auto opened = openCheckpoint(o, loaded->root(), speaks);
+    if (!opened)
+      return fail(opened.status(), Phase::Collective);
+    o.checkpoint = opened.take();
+  }
+
   // From here on ranks of a multi-process run meet in NCCL collectives.
   auto created =
       PlanRun::create(*loaded, o.plan, o, o.backend, processes, o.strict);
   if (!created)
     return fail(created.status(), Phase::Collective);
   PlanRun *run = created->get();
+  if (o.checkpoint && speaks)
+    describeWeights(*o.checkpoint, loaded->root());
 
-  GenerationOptions g;
-  g.prompt = o.tokens.empty() ? syntheticPrompt(run->shape, o.promptSeed)
-                              : o.tokens;
-  g.decodeSteps = o.steps;
-  g.allowNonFinite = o.allowNonFinite;
   // The CPU backend with --check names the op itself (checkFinite); the
   // cuda backend asks a CPU replay (a single process only: the processes
   // of an MPI run fail together at once).
@@ -799,9 +1126,9 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
   if (processes && processes->rank() != 0)
     return std::nullopt;
   Status st = [&]() -> Status {
-    printSummary(std::cout, o.plan, *run, *steps);
+    printSummary(std::cout, o.plan, *run, *steps, !g.forcedTokens.empty());
     if (!o.dumpOutputs.empty())
-      BRAID_RETURN_IF_ERROR(dumpOutputs(o.dumpOutputs, *steps, run->shape));
+      BRAID_RETURN_IF_ERROR(writeLogitsFile(o.dumpOutputs, run->shape, *steps));
     if (!o.profile.empty()) {
       std::vector<OpTime> all;
       for (const auto &p : run->profiles)
@@ -817,7 +1144,9 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
 #endif
     if (o.check)
       BRAID_RETURN_IF_ERROR(checkAgainst(o.plan, "cpu", o, *run, *steps));
-    if (!o.checkAgainst.empty())
+    if (reference)
+      BRAID_RETURN_IF_ERROR(checkAgainstFile(*reference, o, *run, *steps));
+    else if (!o.checkAgainst.empty())
       BRAID_RETURN_IF_ERROR(
           checkAgainst(o.checkAgainst, o.backend, o, *run, *steps));
     return Status::ok();
