@@ -32,17 +32,57 @@ Shape shapeOf(const plan::Tensor &t) {
 
 } // namespace
 
+/// `prefill_<S>`: S, or 0 for any other name.
+static int64_t bucketTokens(std::string_view name) {
+  constexpr std::string_view kPrefix = "prefill_";
+  if (name.substr(0, kPrefix.size()) != kPrefix)
+    return 0;
+  std::string_view digits = name.substr(kPrefix.size());
+  int64_t v = 0;
+  auto [end, ec] =
+      std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v < 1)
+    return 0;
+  return v;
+}
+
 Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
   GenerationShape shape;
-  for (const char *name : {"prefill", "decode"}) {
-    const plan::Function *f = nullptr;
-    if (p.functions())
-      for (const plan::Function *g : *p.functions())
-        if (g->name()->string_view() == name)
-          f = g;
-    if (!f)
-      return errorf("plan has no '", name,
-                    "' function; generation needs prefill and decode");
+  // The prefill functions (one `prefill`, or the buckets), then decode.
+  std::vector<const plan::Function *> prefills;
+  const plan::Function *decode = nullptr, *exact = nullptr;
+  if (p.functions())
+    for (const plan::Function *g : *p.functions()) {
+      std::string_view name = g->name()->string_view();
+      if (name == "decode")
+        decode = g;
+      else if (name == "prefill")
+        exact = g;
+      else if (bucketTokens(name) > 0)
+        prefills.push_back(g);
+    }
+  if (exact && !prefills.empty())
+    return errorf("plan has both 'prefill' and prefill buckets ('",
+                  prefills.front()->name()->string_view(),
+                  "'); generation needs one or the other");
+  if (exact)
+    prefills.push_back(exact);
+  if (prefills.empty())
+    return errorf("plan has no 'prefill' function (nor prefill_<S> buckets); "
+                  "generation needs prefill and decode");
+  if (!decode)
+    return errorf("plan has no 'decode' function; generation needs prefill "
+                  "and decode");
+  std::sort(prefills.begin(), prefills.end(),
+            [](const plan::Function *a, const plan::Function *b) {
+              return bucketTokens(a->name()->string_view()) <
+                     bucketTokens(b->name()->string_view());
+            });
+  prefills.push_back(decode);
+  bool first = true;
+  for (const plan::Function *f : prefills) {
+    std::string name = f->name()->str();
+    bool isDecode = f == decode;
     const plan::Tensor *ids = bindingTensor(*f, f->inputs(), "input_ids");
     const plan::Tensor *pos = bindingTensor(*f, f->inputs(), "positions");
     const plan::Tensor *logits = bindingTensor(*f, f->outputs(), "logits");
@@ -74,25 +114,94 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
                     " and logits ", formatShape(logitShape),
                     " leave nothing to generate from: batch, tokens, vocab "
                     "and the logit positions must all be >= 1");
-    if (std::string_view(name) == "prefill") {
+    if (first) {
+      first = false;
       shape.batch = idShape[0];
-      shape.promptLength = idShape[1];
       shape.vocab = logitShape.back();
       shape.idsType = ids->dtype();
       shape.positionsType = pos->dtype();
       // Every id in [0, vocab) must survive the trip through input_ids.
       if (ids->dtype() == plan::DType::I32 &&
           shape.vocab - 1 > std::numeric_limits<int32_t>::max())
-        return errorf("function 'prefill': vocab ", shape.vocab,
+        return errorf("function '", name, "': vocab ", shape.vocab,
                       " has ids that do not fit its i32 input_ids");
-    } else if (idShape != Shape{shape.batch, 1} ||
-               logitShape.back() != shape.vocab) {
-      return errorf("decode takes ", formatShape(idShape), " ids and returns ",
+    } else if (idShape[0] != shape.batch || logitShape.back() != shape.vocab ||
+               ids->dtype() != shape.idsType ||
+               pos->dtype() != shape.positionsType ||
+               (isDecode && idShape[1] != 1)) {
+      return errorf(name, " takes ", formatShape(idShape), " ",
+                    dtypeName(ids->dtype()), " ids and returns ",
                     logitShape.back(), " logits; expected [", shape.batch,
-                    ", 1] and ", shape.vocab, " as prefill");
+                    isDecode ? ", 1]" : ", tokens]", " ",
+                    dtypeName(shape.idsType), " and ", shape.vocab,
+                    " as the first prefill");
     }
+    if (isDecode)
+      continue;
+    if (f == exact) {
+      shape.prefillFunction = name;
+      shape.prefillTokens = shape.promptLength = idShape[1];
+      continue;
+    }
+    PrefillBucket bucket;
+    bucket.tokens = bucketTokens(name);
+    bucket.function = name;
+    if (idShape[1] != bucket.tokens)
+      return errorf("function '", name, "' takes ", idShape[1],
+                    " tokens per sequence; its name says ", bucket.tokens);
+    if (const plan::Tensor *rows =
+            bindingTensor(*f, f->inputs(), "logit_rows")) {
+      if (shapeOf(*rows) != Shape{shape.batch, 1} ||
+          isFloatType(rows->dtype()))
+        return errorf("function '", name, "': logit_rows ",
+                      formatShape(shapeOf(*rows)), " ",
+                      dtypeName(rows->dtype()), " must be integer [",
+                      shape.batch, ", 1]");
+      bucket.logitRows = true;
+      bucket.logitRowsType = rows->dtype();
+    } else if (*logitTokens != bucket.tokens) {
+      // Without logit_rows a padded prompt's last token cannot be found:
+      // the bucket must return every position.
+      return errorf("function '", name, "' returns ", *logitTokens,
+                    " logit positions and has no 'logit_rows' input; a "
+                    "bucket returns every position or takes logit_rows");
+    }
+    shape.buckets.push_back(bucket);
+  }
+  if (!shape.buckets.empty()) {
+    const PrefillBucket &largest = shape.buckets.back();
+    shape.prefillFunction = largest.function;
+    shape.prefillTokens = shape.promptLength = largest.tokens;
+    shape.logitRows = largest.logitRows;
+    shape.logitRowsType = largest.logitRowsType;
   }
   return shape;
+}
+
+Expected<GenerationShape> braid::rt::shapeForPrompt(const GenerationShape &shape,
+                                                    size_t promptIds) {
+  if (shape.buckets.empty() || shape.batch < 1)
+    return shape;
+  std::string sizes;
+  for (const PrefillBucket &b : shape.buckets)
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(b.tokens);
+  if (promptIds == 0 || promptIds % size_t(shape.batch) != 0)
+    return errorf("the prompt has ", promptIds, " tokens, not a whole, "
+                  "non-zero number per sequence for batch ", shape.batch);
+  int64_t length = int64_t(promptIds / size_t(shape.batch));
+  for (const PrefillBucket &b : shape.buckets)
+    if (b.tokens >= length) {
+      GenerationShape out = shape;
+      out.promptLength = length;
+      out.prefillFunction = b.function;
+      out.prefillTokens = b.tokens;
+      out.logitRows = b.logitRows;
+      out.logitRowsType = b.logitRowsType;
+      return out;
+    }
+  return errorf("a prompt of ", length, " tokens per sequence is longer than "
+                "the plan's largest prefill bucket (buckets: ", sizes,
+                "); compile with a larger --prefill-buckets entry");
 }
 
 std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
@@ -187,16 +296,35 @@ braid::rt::generate(const GenerationShape &shape,
     return errorf("forced tokens cover ", options.forcedTokens.size(),
                   " decode steps, need ", options.decodeSteps);
 
+  // A bucket takes `padded` tokens per sequence: the prompt, then pad
+  // tokens (id 0) at the following positions. Causal attention keeps them
+  // out of the prompt's results, their cache rows are rewritten by the
+  // decode steps before any query reaches them, and their logits are
+  // dropped (logit_rows, or trimmed below).
+  const int64_t padded = std::max(shape.prefillTokens, s);
   std::vector<StepRecord> records;
   std::vector<int64_t> ids = options.prompt;
   for (int i = 0; i <= options.decodeSteps; ++i) {
     StepRecord r;
-    r.function = i == 0 ? "prefill" : "decode";
-    int64_t tokens = i == 0 ? s : 1;
+    r.function = i == 0 ? shape.prefillFunction : "decode";
+    int64_t tokens = i == 0 ? padded : 1;
     if (i > 0)
       ids = options.forcedTokens.empty() ? records.back().nextToken
                                          : options.forcedTokens[size_t(i - 1)];
-    StepInputs inputs = stepInputs(shape, ids, tokens, i == 0 ? 0 : s + i - 1);
+    std::vector<int64_t> fed = ids;
+    if (i == 0 && padded > s) {
+      fed.assign(size_t(b * padded), 0);
+      for (int64_t bi = 0; bi < b; ++bi)
+        std::copy_n(ids.begin() + bi * s, s, fed.begin() + bi * padded);
+    }
+    StepInputs inputs = stepInputs(shape, fed, tokens, i == 0 ? 0 : s + i - 1);
+    if (i == 0 && shape.logitRows) {
+      std::vector<int64_t> rows(static_cast<size_t>(b));
+      for (int64_t bi = 0; bi < b; ++bi)
+        rows[size_t(bi)] = bi * padded + s - 1;
+      inputs["logit_rows"] =
+          HostTensor::fromInts(shape.logitRowsType, {b, 1}, rows);
+    }
     r.inputIds = ids;
 
     auto start = std::chrono::steady_clock::now();
@@ -216,6 +344,15 @@ braid::rt::generate(const GenerationShape &shape,
                     " logits, not a whole number of [", b, ", ", shape.vocab,
                     "] rows");
     int64_t positionsOut = int64_t(all.size()) / rowElems;
+    if (i == 0 && positionsOut == padded && padded > s) {
+      // A bucket returning every position: keep the prompt's.
+      std::vector<float> kept(size_t(b * s * shape.vocab));
+      for (int64_t bi = 0; bi < b; ++bi)
+        std::copy_n(all.begin() + bi * padded * shape.vocab, s * shape.vocab,
+                    kept.begin() + bi * s * shape.vocab);
+      all = std::move(kept);
+      positionsOut = s;
+    }
     if (!options.allowNonFinite) {
       std::string bad = describeNonFinite(all, positionsOut, shape.vocab);
       if (!bad.empty()) {

@@ -24,20 +24,47 @@
 
 namespace braid::rt {
 
+/// One prefill shape bucket of a plan (braid-import --prefill-buckets): the
+/// function `prefill_<tokens>`, run on prompts of at most `tokens` tokens
+/// padded at the end; `logit_rows` [B, 1] names the row whose logits each
+/// sequence returns (absent when the bucket returns every position).
+struct PrefillBucket {
+  int64_t tokens = 0;
+  std::string function;
+  bool logitRows = false;
+  plan::DType logitRowsType = plan::DType::I32;
+};
+
 /// Shapes the plan's entry functions fix.
 struct GenerationShape {
   int64_t batch = 0;
-  int64_t promptLength = 0; // prefill tokens per sequence
+  int64_t promptLength = 0; // prompt tokens per sequence of this run
   int64_t vocab = 0;        // last dim of the logits output
   plan::DType idsType = plan::DType::I32;
   plan::DType positionsType = plan::DType::I32;
+  /// The prefill function this run uses and the tokens it takes per
+  /// sequence (>= promptLength: the prompt is padded at the end).
+  std::string prefillFunction = "prefill";
+  int64_t prefillTokens = 0;
+  bool logitRows = false;
+  plan::DType logitRowsType = plan::DType::I32;
+  /// The plan's buckets, by size; empty for a plan with one `prefill`.
+  std::vector<PrefillBucket> buckets;
 };
 
-/// Checks the plan has `prefill` and `decode` with `input_ids`/`positions`
-/// inputs ([B, S] and [B, 1]) and a `logits` output ([B, *, V]), none of
-/// B, S, V and the logit positions 0, and ids in [0, V) that fit
-/// input_ids' dtype.
+/// Checks the plan has `decode` and either `prefill` or one or more
+/// `prefill_<S>` buckets, with `input_ids`/`positions` inputs ([B, S] and
+/// [B, 1]) and a `logits` output ([B, *, V]), none of B, S, V and the logit
+/// positions 0, and ids in [0, V) that fit input_ids' dtype. With buckets,
+/// the prompt length defaults to the largest (shapeForPrompt picks).
 Expected<GenerationShape> generationShape(const plan::Plan &plan);
+
+/// `shape` for a prompt of `promptIds` ids (batch x length): with buckets,
+/// the smallest bucket that holds the length; an error names the buckets
+/// when none does. A plan with one `prefill` is returned unchanged (generate
+/// checks the prompt against it).
+Expected<GenerationShape> shapeForPrompt(const GenerationShape &shape,
+                                         size_t promptIds);
 
 /// Deterministic prompt: B x S ids in [0, vocab) from `seed`.
 std::vector<int64_t> syntheticPrompt(const GenerationShape &shape,

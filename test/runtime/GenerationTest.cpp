@@ -81,6 +81,113 @@ TEST(Generation, AcceptsAWellFormedPlan) {
 
 // Each of these loaded and then died in generate(): SIGFPE dividing by
 // vocab or batch, SIGSEGV reading the last row of zero logit positions.
+namespace {
+// decode plus prefill buckets: `buckets` (tokens, logit positions,
+// logit_rows or not), each logits = slice(embedding(input_ids)).
+struct BucketSpec {
+  std::string name;
+  int64_t tokens, logitPositions;
+  bool rows;
+};
+PlanBuilder bucketPlan(const std::vector<BucketSpec> &buckets) {
+  PlanBuilder pb(1);
+  int table = pb.param("embed_tokens.weight", {4, 4}, {4, 4});
+  std::vector<BucketSpec> all = buckets;
+  all.push_back({"decode", 1, 1, false});
+  for (const BucketSpec &b : all) {
+    FnBuilder f = pb.function(b.name);
+    int ids = f.input("input_ids", {2, b.tokens}, DType::I32);
+    f.input("positions", {2, b.tokens}, DType::I32);
+    if (b.rows)
+      f.input("logit_rows", {2, 1}, DType::I32);
+    int e = f.tensor({2, b.tokens, 4});
+    int l = f.tensor({2, b.logitPositions, 4});
+    f.op(OpCode::Embedding, {ids, f.param(table, pb.plan())}, {e});
+    plan::OpT &slice = f.op(OpCode::Slice, {e}, {l});
+    slice.offsets = {0, 0, 0};
+    slice.sizes = {2, b.logitPositions, 4};
+    f.output("logits", l);
+  }
+  return pb;
+}
+} // namespace
+
+TEST(Generation, PrefillBucketsPickTheSmallestThatHoldsThePrompt) {
+  auto plan = loadPlan(bucketPlan({{"prefill_16", 16, 1, true},
+                                   {"prefill_4", 4, 1, true},
+                                   {"prefill_8", 8, 8, false}})
+                           .finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  auto shape = generationShape(plan->root());
+  ASSERT_TRUE(shape) << shape.status().message();
+  ASSERT_EQ(shape->buckets.size(), 3u); // sorted by size
+  EXPECT_EQ(shape->buckets[0].function, "prefill_4");
+  EXPECT_EQ(shape->buckets[2].function, "prefill_16");
+  // By default the largest, for the synthetic prompt.
+  EXPECT_EQ(shape->promptLength, 16);
+  EXPECT_EQ(shape->prefillFunction, "prefill_16");
+  for (auto [length, function] :
+       {std::pair{1, "prefill_4"}, std::pair{4, "prefill_4"},
+        std::pair{5, "prefill_8"}, std::pair{16, "prefill_16"}}) {
+    auto fitted = shapeForPrompt(*shape, size_t(2 * length));
+    ASSERT_TRUE(fitted) << fitted.status().message();
+    EXPECT_EQ(fitted->promptLength, length);
+    EXPECT_EQ(fitted->prefillFunction, function);
+  }
+  EXPECT_HAS(shapeForPrompt(*shape, 34).status().message(),
+             "a prompt of 17 tokens per sequence is longer than the plan's "
+             "largest prefill bucket (buckets: 4, 8, 16)");
+  EXPECT_HAS(shapeForPrompt(*shape, 5).status().message(),
+             "the prompt has 5 tokens, not a whole, non-zero number per "
+             "sequence for batch 2");
+
+  // What a step is fed: the prompt padded with id 0, positions running on,
+  // logit_rows b * 8... here bucket 4 for a 3-token prompt.
+  auto fitted = shapeForPrompt(*shape, 6);
+  ASSERT_TRUE(fitted);
+  std::vector<StepInputs> fed;
+  StepFn step = [&](const std::string &function, const StepInputs &inputs)
+      -> Expected<std::map<std::string, HostTensor>> {
+    fed.push_back(inputs);
+    EXPECT_EQ(function, fed.size() == 1 ? "prefill_4" : "decode");
+    return std::map<std::string, HostTensor>{
+        {"logits",
+         HostTensor::fromFloats(DType::F32, {2, 1, 4},
+                                {0, 1, 0, 0, 0, 0, 1, 0})}};
+  };
+  GenerationOptions g;
+  g.prompt = {1, 2, 3, 3, 2, 1};
+  g.decodeSteps = 1;
+  auto steps = generate(*fitted, g, step);
+  ASSERT_TRUE(steps) << steps.status().message();
+  ASSERT_EQ(fed.size(), 2u);
+  EXPECT_EQ(fed[0].at("input_ids").toInts(),
+            (std::vector<int64_t>{1, 2, 3, 0, 3, 2, 1, 0}));
+  EXPECT_EQ(fed[0].at("positions").toInts(),
+            (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(fed[0].at("logit_rows").toInts(), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(steps->front().inputIds, g.prompt); // the prompt, not the pad
+  // Decode continues at the prompt's end, not the bucket's.
+  EXPECT_EQ(fed[1].at("positions").toInts(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(fed[1].at("input_ids").toInts(), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(Generation, PrefillBucketsAreChecked) {
+  EXPECT_HAS(shapeError(bucketPlan({{"prefill", 4, 1, false},
+                                    {"prefill_8", 8, 1, true}})),
+             "plan has both 'prefill' and prefill buckets ('prefill_8')");
+  EXPECT_HAS(shapeError(bucketPlan({{"prefill_8", 8, 1, false}})),
+             "function 'prefill_8' returns 1 logit positions and has no "
+             "'logit_rows' input");
+  EXPECT_HAS(shapeError(bucketPlan({{"prefill_8", 6, 1, true}})),
+             "function 'prefill_8' takes 6 tokens per sequence; its name "
+             "says 8");
+  // Not buckets: a name that is not prefill_<positive integer>.
+  EXPECT_HAS(shapeError(bucketPlan({{"prefill_x", 4, 1, true},
+                                    {"prefill_0", 4, 1, true}})),
+             "plan has no 'prefill' function (nor prefill_<S> buckets)");
+}
+
 TEST(Generation, RefusesEmptyGenerationShapes) {
   std::string vocab0 = shapeError(generationPlan(2, 3, {2, 3, 0}, {2, 1, 0}));
   EXPECT_HAS(vocab0, "function 'prefill': input_ids [2, 3] and logits "

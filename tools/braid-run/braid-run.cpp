@@ -446,6 +446,12 @@ struct PlanRun {
     auto shape = generationShape(plan.root());
     if (!shape)
       return errorf(path, ": ", shape.status().message());
+    // With prefill buckets, the prompt's length picks the bucket.
+    if (!o.tokens.empty()) {
+      shape = shapeForPrompt(*shape, o.tokens.size());
+      if (!shape)
+        return errorf(path, ": ", shape.status().message());
+    }
     auto run = std::make_unique<PlanRun>();
     run->plan = plan;
     run->shape = *shape;
@@ -569,7 +575,10 @@ void printSummary(std::ostream &os, const std::string &path, const PlanRun &run,
      << (run.strict ? " (strict, seed " + std::to_string(run.strictSeed) + ")"
                     : "")
      << " | ranks " << run.plan.root().world_size() << " | batch " << s.batch
-     << " | prompt " << s.promptLength << " | vocab " << s.vocab << " ===\n";
+     << " | prompt " << s.promptLength
+     << (s.buckets.empty() ? std::string()
+                           : " (bucket " + s.prefillFunction + ")")
+     << " | vocab " << s.vocab << " ===\n";
   os << "prompt:";
   os << " ";
   printTokens(os, steps.front().inputIds, s.batch);
@@ -1050,6 +1059,8 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
   g.decodeSteps = o.steps;
   g.allowNonFinite = o.allowNonFinite;
   auto shape = generationShape(loaded->root());
+  if (shape && !o.tokens.empty())
+    shape = shapeForPrompt(*shape, o.tokens.size());
   if (shape)
     g.prompt =
         o.tokens.empty() ? syntheticPrompt(*shape, o.promptSeed) : o.tokens;
