@@ -404,12 +404,22 @@ LogicalResult RopeOp::verify() {
                        tensorType(getPositions()), tensorType(getResult()),
                        getTheta().convertToDouble())))
     return failure();
+  int64_t headDim = tensorType(getInput()).getDimSize(3);
+  int64_t rotary = headDim;
+  if (std::optional<uint64_t> r = getRotaryDim()) {
+    rotary = int64_t(*r);
+    if (rotary < 2 || rotary > headDim || rotary % 2 != 0)
+      return emitOpError("rotary_dim ")
+             << rotary << " must be even and in [2, " << headDim
+             << "], the head dim";
+  }
   if (std::optional<ArrayRef<double>> inv = getInvFreq()) {
-    int64_t pairs = tensorType(getInput()).getDimSize(3) / 2;
+    int64_t pairs = rotary / 2;
     if (int64_t(inv->size()) != pairs)
       return emitOpError("inv_freq has ")
-             << inv->size() << " frequencies; the head dim "
-             << 2 * pairs << " has " << pairs << " pairs";
+             << inv->size() << " frequencies; the "
+             << (rotary == headDim ? "head dim " : "rotary dim ") << rotary
+             << " has " << pairs << " pairs";
     for (auto [i, f] : llvm::enumerate(*inv))
       if (!(f > 0.0) || !std::isfinite(f))
         return emitOpError("inv_freq[")

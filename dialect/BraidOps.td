@@ -204,6 +204,11 @@ def Braid_RopeOp : Braid_Op<"rope", [Pure]> {
     `attention_factor` (default 1) multiplies cos and sin, as transformers'
     `attention_scaling` does for yarn.
 
+    Partial rotary (GPT-NeoX's `rotary_pct`): with `rotary_dim` R (even,
+    at most D) only the first R elements of each head rotate, element `i`
+    paired with `i + R/2` at frequency `theta^(-2i/R)` (or `inv_freq`, then
+    R/2 long); elements `[R, D)` pass through unchanged.
+
     ```mlir
     %r = braid.rope %q, %pos {theta = 5.0e+05 : f64} : (tensor<2x16x8x64xbf16>, tensor<2x16xi32>) -> tensor<2x16x8x64xbf16>
     %s = braid.rope %q, %pos {theta = 1.0e+04 : f64, inv_freq = array<f64: 1.0, 0.25>, attention_factor = 1.2 : f64} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
@@ -211,7 +216,8 @@ def Braid_RopeOp : Braid_Op<"rope", [Pure]> {
   }];
   let arguments = (ins Braid_FloatTensor:$input, Braid_IntTensor:$positions, F64Attr:$theta,
                        OptionalAttr<DenseF64ArrayAttr>:$inv_freq,
-                       OptionalAttr<F64Attr>:$attention_factor);
+                       OptionalAttr<F64Attr>:$attention_factor,
+                       OptionalAttr<I64Attr>:$rotary_dim);
   let results = (outs Braid_FloatTensor:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -187,6 +187,9 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
         {"KV heads per rank", l.kvHeadsLocal},
         {"head_dim", c.headDim}}},
   };
+  if (c.family == ModelFamily::NeoX)
+    tensors.push_back({"the fused query_key_value weight",
+                       {{"3 x " + hName, 3 * h}, {hName, h}}});
   if (gpt2) {
     tensors.push_back(
         {"the fused c_attn weight", {{hName, h}, {"3 x " + hName, 3 * h}}});
@@ -319,16 +322,21 @@ private:
         r.invFreq.empty() ? DenseF64ArrayAttr()
                           : b.getDenseF64ArrayAttr(r.invFreq),
         r.attentionFactor != 1.0 ? b.getF64FloatAttr(r.attentionFactor)
-                                 : FloatAttr());
+                                 : FloatAttr(),
+        r.rotaryDim ? b.getI64IntegerAttr(r.rotaryDim) : IntegerAttr());
   }
 
   /// Cached causal attention over q [B,S,Hq*D], k/v [B,S,Hkv*D] of this
   /// rank; returns [B,S,Hq*D] and updates the layer's caches.
   Value attention(Value q, Value k, Value v, int64_t layer) {
     int64_t bsz = typeOf(q).getDimSize(0), s = typeOf(q).getDimSize(1);
-    Value q4 = reshape(q, {bsz, s, l.headsLocal, l.headDim});
-    Value k4 = reshape(k, {bsz, s, l.kvHeadsLocal, l.headDim});
-    Value v4 = reshape(v, {bsz, s, l.kvHeadsLocal, l.headDim});
+    return attention4(reshape(q, {bsz, s, l.headsLocal, l.headDim}),
+                      reshape(k, {bsz, s, l.kvHeadsLocal, l.headDim}),
+                      reshape(v, {bsz, s, l.kvHeadsLocal, l.headDim}), layer);
+  }
+  /// The same over q [B,S,Hq,D], k/v [B,S,Hkv,D].
+  Value attention4(Value q4, Value k4, Value v4, int64_t layer) {
+    int64_t bsz = typeOf(q4).getDimSize(0), s = typeOf(q4).getDimSize(1);
     if (c.qkNorm) {
       // Qwen3: RMSNorm over each head's D values of q and k, before RoPE.
       std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
@@ -337,7 +345,7 @@ private:
       q4 = rmsNorm(q4, qn);
       k4 = rmsNorm(k4, kn);
     }
-    if (c.family == ModelFamily::Llama) {
+    if (c.family != ModelFamily::Gpt2) {
       q4 = rope(q4);
       k4 = rope(k4);
     }
@@ -371,6 +379,7 @@ private:
 
   Value llamaLayer(Value x, int64_t i);
   Value gpt2Layer(Value x, int64_t i);
+  Value neoxLayer(Value x, int64_t i);
 
   OpBuilder &b;
   Location loc;
@@ -453,6 +462,51 @@ Value FunctionBuilder::gpt2Layer(Value x, int64_t i) {
   return add(x, dn);
 }
 
+Value FunctionBuilder::neoxLayer(Value x, int64_t i) {
+  std::string p = "gpt_neox.layers." + std::to_string(i) + ".";
+  int64_t h = c.hiddenSize, d = l.headDim, inter = c.intermediateSize;
+  Value ln1w = param(p + "input_layernorm.weight", {h});
+  Value ln1b = param(p + "input_layernorm.bias", {h});
+  Value hdn = layerNorm(x, ln1w, ln1b);
+  // query_key_value [3H, H]: head-major, each head's q, k and v rows
+  // together, so a rank's contiguous block of rows is its heads' q/k/v.
+  Value qkv = linear(hdn, param(p + "attention.query_key_value.weight",
+                                {3 * h, h}, 0));
+  if (c.qkvBias)
+    qkv = add(qkv, param(p + "attention.query_key_value.bias", {3 * h}, 0));
+  int64_t bsz = typeOf(qkv).getDimSize(0), s = typeOf(qkv).getDimSize(1);
+  Value heads = reshape(qkv, {bsz, s, l.headsLocal, 3 * d});
+  SmallVector<int64_t> part{bsz, s, l.headsLocal, d};
+  Value q = slice(heads, {0, 0, 0, 0}, part);
+  Value k = slice(heads, {0, 0, 0, d}, part);
+  Value v = slice(heads, {0, 0, 0, 2 * d}, part);
+  Value att = attention4(q, k, v, i);
+  Value o = linear(att, param(p + "attention.dense.weight", {h, h}, 1));
+  o = allReduce(o);
+  if (c.outputBias)
+    o = add(o, param(p + "attention.dense.bias", {h}));
+
+  auto mlp = [&](Value in) {
+    Value ln2w = param(p + "post_attention_layernorm.weight", {h});
+    Value ln2b = param(p + "post_attention_layernorm.bias", {h});
+    Value n = layerNorm(in, ln2w, ln2b);
+    Value f = linear(n, param(p + "mlp.dense_h_to_4h.weight", {inter, h}, 0));
+    f = add(f, param(p + "mlp.dense_h_to_4h.bias", {inter}, 0));
+    f = GeluOp::create(b, loc, f,
+                       c.geluTanh ? GeluApproximation::tanh
+                                  : GeluApproximation::none);
+    Value dn = linear(f, param(p + "mlp.dense_4h_to_h.weight", {h, inter}, 1));
+    dn = allReduce(dn);
+    return add(dn, param(p + "mlp.dense_4h_to_h.bias", {h}));
+  };
+  // transformers' order of the sums (fp32 rounding): mlp + attn + x, or
+  // (attn + x) then mlp + that.
+  if (c.parallelResidual)
+    return add(add(mlp(x), o), x);
+  Value a = add(o, x);
+  return add(mlp(a), a);
+}
+
 void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
                             bool logitRows) {
   MLIRContext *ctx = b.getContext();
@@ -520,6 +574,20 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
     head = c.tieWordEmbeddings
                ? embed
                : param("lm_head.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
+  } else if (c.family == ModelFamily::NeoX) {
+    Value embed = param("gpt_neox.embed_in.weight", {l.vocab, h}, 0, 0, 1,
+                        vocabPad);
+    x = embedTokens(ids, embed);
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      x = neoxLayer(x, i);
+    if (!allLogits && tokens > 1)
+      x = lastTokens(x, rows);
+    Value lnw = param("gpt_neox.final_layer_norm.weight", {h});
+    Value lnb = param("gpt_neox.final_layer_norm.bias", {h});
+    x = layerNorm(x, lnw, lnb);
+    head = c.tieWordEmbeddings
+               ? embed
+               : param("embed_out.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
   } else {
     Value wte = param("wte.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
     Value wpe = param("wpe.weight", {c.maxPositions, h});

@@ -54,7 +54,8 @@ static const llvm::StringSet<> &harmlessFields() {
       "begin_suppress_tokens",
       // Training only.
       "initializer_range", "attention_dropout", "resid_pdrop", "embd_pdrop",
-      "attn_pdrop", "hidden_dropout", "gradient_checkpointing",
+      "attn_pdrop", "hidden_dropout", "classifier_dropout",
+      "gradient_checkpointing", "is_decoder",
       // transformers 5 LLaMA no longer reads it (it only sliced matmuls).
       "pretraining_tp",
       // GPT-2's sequence-summary head (GPT2DoubleHeadsModel), not the LM.
@@ -248,6 +249,52 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   return llvm::Error::success();
 }
 
+static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
+  c.family = ModelFamily::NeoX;
+  BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size", limits::kMaxHiddenSize));
+  BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
+  BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
+  c.numKvHeads = c.numHeads;
+  BRAID_ASSIGN(c.intermediateSize,
+               f.integer("intermediate_size", limits::kMaxIntermediateSize));
+  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
+  BRAID_ASSIGN(c.maxPositions,
+               f.integer("max_position_embeddings", limits::kMaxPositions));
+  BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_eps", 1e-5));
+  BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
+  BRAID_ASSIGN(c.parallelResidual, f.booleanOr("use_parallel_residual", true));
+  bool bias;
+  BRAID_ASSIGN(bias, f.booleanOr("attention_bias", true));
+  // query_key_value and dense share the flag.
+  c.qkvBias = c.outputBias = bias;
+  std::string act;
+  BRAID_ASSIGN(act, f.stringOr("hidden_act", "gelu"));
+  if (act == "gelu")
+    c.geluTanh = false;
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh")
+    c.geluTanh = true;
+  else
+    return f.error("field 'hidden_act' is '" + act +
+                   "'; expected gelu, gelu_new or gelu_pytorch_tanh");
+  if (c.hiddenSize % c.numHeads != 0)
+    return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
+                   " is not divisible by num_attention_heads " +
+                   llvm::Twine(c.numHeads));
+  BRAID_ASSIGN(c.headDim,
+               f.checkBound("head_dim = hidden_size / num_attention_heads",
+                            c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
+                            /*derived=*/true));
+  // transformers 4 named RoPE's base and fraction rotary_emb_base and
+  // rotary_pct; transformers 5 keeps them as defaults (0.25 of each head).
+  RopeDefaults defaults;
+  defaults.allowPartial = true;
+  BRAID_ASSIGN(defaults.theta, f.numberOr("rotary_emb_base", 10000.0));
+  BRAID_ASSIGN(defaults.partialRotaryFactor, f.numberOr("rotary_pct", 0.25));
+  BRAID_ASSIGN(c.rope, readRope(f, c.headDim, c.maxPositions, defaults));
+  c.layerWindow.assign(size_t(c.numLayers), 0);
+  return llvm::Error::success();
+}
+
 Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
                                               const ConfigOptions &options) {
   // llvm::json recurses per level: bound the nesting before parsing.
@@ -273,9 +320,12 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
     err = parseLlama(f, c);
   else if (c.modelType == "gpt2")
     err = parseGpt2(f, c);
+  else if (c.modelType == "gpt_neox")
+    err = parseNeox(f, c);
   else
     return f.error("unsupported model_type '" + c.modelType +
-                   "' (supported: llama, mistral, qwen2, qwen3, gpt2)");
+                   "' (supported: llama, mistral, qwen2, qwen3, gpt2, "
+                   "gpt_neox)");
   if (err)
     return std::move(err);
   if (llvm::Error e = requireFalse(f, "is_encoder_decoder",

@@ -12,8 +12,10 @@
 namespace braid {
 
 /// Llama covers llama, mistral, qwen2 and qwen3 (pre-norm RMSNorm, RoPE,
-/// SwiGLU); Gpt2 is GPT-2 (LayerNorm, learned positions, GELU).
-enum class ModelFamily { Llama, Gpt2 };
+/// SwiGLU); Gpt2 is GPT-2 (LayerNorm, learned positions, GELU); NeoX is
+/// gpt_neox (Pythia, GPT-NeoX-20B: LayerNorm, partial RoPE, fused per-head
+/// q/k/v, GELU, optionally parallel attention and MLP residuals).
+enum class ModelFamily { Llama, Gpt2, NeoX };
 
 /// Upper bounds on every config size that multiplies into memory, each far
 /// above any released model (docs/frontend.md lists them with examples).
@@ -45,6 +47,9 @@ struct RopeConfig {
   /// Empty for the plain theta^(-2i/D) frequencies; else one per pair.
   std::vector<double> invFreq;
   double attentionFactor = 1.0; // yarn's mscale; 1 for the others
+  /// Partial rotary: the first rotaryDim elements of a head rotate
+  /// (head_dim x partial_rotary_factor); 0: the whole head.
+  int64_t rotaryDim = 0;
 };
 
 /// The architecture facts Braid needs, read from a Hugging Face
@@ -69,6 +74,8 @@ struct ModelConfig {
   bool outputBias = false;     // o_proj.bias: attention_bias (llama, qwen3)
   bool qkNorm = false;         // qwen3: per-head RMSNorm of q and k
   bool geluTanh = true;        // activation_function gelu_new (GPT-2)
+  /// gpt_neox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
+  bool parallelResidual = false;
   /// Keys each layer's queries see, counting their own position; 0: all
   /// (sliding_window with mistral's, qwen2/3's use_sliding_window,
   /// max_window_layers or layer_types). One entry per layer.

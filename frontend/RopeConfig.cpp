@@ -89,7 +89,8 @@ double yarnMscale(double scale, double mscale) {
 } // namespace
 
 Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
-                                      int64_t maxPositions) {
+                                      int64_t maxPositions,
+                                      const RopeDefaults &defaults) {
   RopeConfig r;
   const llvm::json::Object *params, *scaling;
   BRAID_ASSIGN(params, top.objectOr("rope_parameters"));
@@ -98,8 +99,9 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     return top.error("fields 'rope_parameters' (transformers 5) and "
                      "'rope_scaling' (transformers 4) are both set; keep one");
   double topTheta, topPartial, topOriginalMax = double(maxPositions);
-  BRAID_ASSIGN(topTheta, top.numberOr("rope_theta", 10000.0));
-  BRAID_ASSIGN(topPartial, top.numberOr("partial_rotary_factor", 1.0));
+  BRAID_ASSIGN(topTheta, top.numberOr("rope_theta", defaults.theta));
+  BRAID_ASSIGN(topPartial, top.numberOr("partial_rotary_factor",
+                                        defaults.partialRotaryFactor));
   // Phi-3 style: the pretraining length next to the RoPE object wins.
   bool topHasOriginal = top.has("original_max_position_embeddings");
   if (topHasOriginal)
@@ -109,11 +111,27 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
 
   r.theta = topTheta;
   double partial = topPartial;
-  if (!params && !scaling) {
-    if (partial != 1.0)
+  // transformers: dim = int(head_dim * partial_rotary_factor).
+  auto applyPartial = [&]() -> llvm::Error {
+    if (partial == 1.0)
+      return llvm::Error::success();
+    if (!defaults.allowPartial)
       return top.error("field 'partial_rotary_factor' is " +
                        formatNumber(partial) +
-                       "; Braid rotates whole heads (1.0) only");
+                       "; Braid rotates whole heads (1.0) only for this "
+                       "model type");
+    int64_t dim = int64_t(double(headDim) * partial);
+    if (!(partial > 0.0 && partial <= 1.0) || dim < 2 || dim % 2 != 0)
+      return top.error("partial_rotary_factor " + formatNumber(partial) +
+                       " of head_dim " + llvm::Twine(headDim) +
+                       " rotates " + llvm::Twine(dim) +
+                       " elements; Braid needs an even number >= 2");
+    r.rotaryDim = dim;
+    return llvm::Error::success();
+  };
+  if (!params && !scaling) {
+    if (llvm::Error e = applyPartial())
+      return std::move(e);
     return r;
   }
   StringRef objName = params ? "rope_parameters" : "rope_scaling";
@@ -137,9 +155,10 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   r.type = type;
   BRAID_ASSIGN(r.theta, rf.numberOr("rope_theta", topTheta));
   BRAID_ASSIGN(partial, rf.numberOr("partial_rotary_factor", topPartial));
-  if (partial != 1.0)
-    return err("field 'partial_rotary_factor' is " + formatNumber(partial) +
-               "; Braid rotates whole heads (1.0) only");
+  if (llvm::Error e = applyPartial())
+    return std::move(e);
+  // The scaled formulas run over the rotated dims, as transformers' do.
+  const int64_t dim = r.rotaryDim ? r.rotaryDim : headDim;
 
   auto originalMax = [&]() -> Expected<double> {
     if (topHasOriginal)
@@ -156,7 +175,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   } else if (type == "linear") {
     double factor;
     BRAID_ASSIGN(factor, rf.number("factor"));
-    std::vector<float> inv = defaultInvFreq(r.theta, headDim);
+    std::vector<float> inv = defaultInvFreq(r.theta, dim);
     for (float &x : inv)
       x /= float(factor);
     r.invFreq = widen(inv);
@@ -178,7 +197,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
       return err("field '" + objName + ".high_freq_factor' (" +
                  formatNumber(high) + ") must exceed 'low_freq_factor' (" +
                  formatNumber(low) + ")");
-    r.invFreq = llama3InvFreq(r.theta, headDim, factor, low, high, old);
+    r.invFreq = llama3InvFreq(r.theta, dim, factor, low, high, old);
   } else if (type == "yarn") {
     double old;
     BRAID_ASSIGN(old, originalMax());
@@ -200,7 +219,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
           yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim);
     else
       r.attentionFactor = yarnMscale(factor, 1);
-    r.invFreq = yarnInvFreq(r.theta, headDim, factor, betaFast, betaSlow, old,
+    r.invFreq = yarnInvFreq(r.theta, dim, factor, betaFast, betaSlow, old,
                             truncate);
   } else {
     return err("field '" + objName + ".rope_type' is '" + type +

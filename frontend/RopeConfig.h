@@ -19,8 +19,16 @@ namespace braid::config {
 /// `headDim` and a model of `maxPositions` positions. Unknown keys inside
 /// the RoPE object, an unsupported rope_type and a partial rotary factor
 /// are errors naming the key.
+/// Family defaults: GPT-NeoX rotates a quarter of each head unless told
+/// otherwise and names its theta rotary_emb_base.
+struct RopeDefaults {
+  double theta = 10000.0;
+  double partialRotaryFactor = 1.0;
+  bool allowPartial = false; // else a factor other than 1 is refused
+};
 llvm::Expected<RopeConfig> readRope(const Fields &top, int64_t headDim,
-                                    int64_t maxPositions);
+                                    int64_t maxPositions,
+                                    const RopeDefaults &defaults = {});
 
 } // namespace braid::config
 

@@ -553,8 +553,15 @@ private:
   Status checkAttributes(const std::string &where, const braid::plan::Op &op) {
     if (op.opcode() == OpCode::Rope) {
       Shape x = shapeOf(op.operands()->Get(0));
+      int64_t headDim = x.empty() ? 0 : x.back();
+      int64_t rotary = op.rope_rotary_dim() ? op.rope_rotary_dim() : headDim;
+      if (op.rope_rotary_dim() != 0 &&
+          (rotary < 2 || rotary > headDim || rotary % 2 != 0))
+        return errorf(where, "rope_rotary_dim ", rotary,
+                      " must be 0 (the whole head) or even and in [2, ",
+                      headDim, "]");
       if (const auto *inv = op.rope_inv_freq(); inv && inv->size() > 0) {
-        int64_t pairs = x.empty() ? 0 : x.back() / 2;
+        int64_t pairs = rotary / 2;
         if (int64_t(inv->size()) != pairs)
           return errorf(where, "rope_inv_freq has ", inv->size(),
                         " frequencies; the input ", formatShape(x), " has ",

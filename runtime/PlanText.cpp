@@ -84,6 +84,8 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     }
     if (op.rope_attention_factor() != 1.0)
       add("attention_factor") << op.rope_attention_factor();
+    if (op.rope_rotary_dim() != 0)
+      add("rotary_dim") << op.rope_rotary_dim();
     break;
   case OpCode::Attention:
     if (op.causal())

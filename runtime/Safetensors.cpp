@@ -620,19 +620,26 @@ bool braid::rt::isKnownUnusedBuffer(const std::string &name) {
   // triangle) and its fill value ("h.N.attn.masked_bias"): the plan's
   // attention is causal by construction. Only exactly this name shape, so
   // a real attention bias of another family is never skipped.
+  // GPT-NeoX (older Pythia checkpoints) saves the same two buffers as
+  // "gpt_neox.layers.N.attention.bias" and ".attention.masked_bias".
   std::string_view rest = name;
   if (rest.substr(0, 12) == "transformer.")
     rest.remove_prefix(12);
-  if (rest.substr(0, 2) != "h.")
+  std::string_view layers = "h.", suffix = ".attn.";
+  if (rest.substr(0, 16) == "gpt_neox.layers.") {
+    layers = "gpt_neox.layers.";
+    suffix = ".attention.";
+  }
+  if (rest.substr(0, layers.size()) != layers)
     return false;
-  rest.remove_prefix(2);
+  rest.remove_prefix(layers.size());
   size_t digits = 0;
   while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9')
     ++digits;
-  if (digits == 0)
+  if (digits == 0 || rest.substr(digits, suffix.size()) != suffix)
     return false;
-  rest.remove_prefix(digits);
-  return rest == ".attn.bias" || rest == ".attn.masked_bias";
+  rest.remove_prefix(digits + suffix.size());
+  return rest == "bias" || rest == "masked_bias";
 }
 
 // The checkpoint tensor that holds plan parameter `name`, or "".
@@ -641,6 +648,10 @@ static std::string checkpointName(const Checkpoint &ckpt,
   for (std::string candidate : {name, "transformer." + name})
     if (ckpt.contains(candidate))
       return candidate;
+  // GPT-NeoX's LM head: "embed_out.weight" on the Hub, "lm_head.weight" as
+  // transformers 5 names the module.
+  if (name == "embed_out.weight" && ckpt.contains("lm_head.weight"))
+    return "lm_head.weight";
   return "";
 }
 

@@ -39,7 +39,9 @@
 //   1. `name` itself;
 //   2. "transformer." + name (GPT-2 checkpoints saved from GPT2LMHeadModel:
 //      "transformer.wte.weight" for "wte.weight", "transformer.h.0.ln_1.weight"
-//      for "h.0.ln_1.weight").
+//      for "h.0.ln_1.weight");
+//   3. for GPT-NeoX's "embed_out.weight" (the Hub's name), "lm_head.weight"
+//      (transformers 5's).
 // There is no fallback for "lm_head.weight": the importer reads the
 // embedding as the head itself when tie_word_embeddings is true (the plan
 // then has no lm_head.weight), so a plan that asks for it was compiled from
@@ -156,7 +158,8 @@ private:
 /// Buffers Hugging Face checkpoints carry that no plan reads, so an unused
 /// one is no sign of a wrong checkpoint: `*rotary_emb.inv_freq` (recomputed
 /// from rope_theta) and GPT-2's causal-mask buffers `h.N.attn.bias` and
-/// `h.N.attn.masked_bias` (with or without the "transformer." prefix).
+/// `h.N.attn.masked_bias` (with or without the "transformer." prefix), and
+/// GPT-NeoX's `gpt_neox.layers.N.attention.bias` / `.masked_bias`.
 bool isKnownUnusedBuffer(const std::string &name);
 
 /// How a plan's parameters map onto a checkpoint's tensors.

@@ -501,6 +501,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
                 o->rope_inv_freq.assign(inv->begin(), inv->end());
               if (std::optional<APFloat> af = m.getAttentionFactor())
                 o->rope_attention_factor = af->convertToDouble();
+              o->rope_rotary_dim = int64_t(m.getRotaryDim().value_or(0));
               return success();
             })
             .Case([&](AttentionOp m) {

@@ -43,11 +43,13 @@ struct RopeParams {
   double theta;
   std::vector<double> invFreq; // empty: theta^(-2i/D); else D/2 of them
   double attentionFactor = 1.0; // multiplies cos and sin (yarn)
+  int64_t rotaryDim = 0; // partial rotary: the first R elements; 0: all
 };
 /// The attributes of a plan's rope op.
 RopeParams ropeParamsOf(const plan::Op &op);
-/// The D/2 frequencies `p` rotates pairs by: its table, or theta^(-2i/D)
-/// in double. Both runtimes compute angles from these.
+/// The R/2 frequencies `p` rotates pairs by (R: its rotary dim, else the
+/// head dim D): its table, or theta^(-2i/R) in double. Both runtimes
+/// compute angles from these.
 std::vector<double> ropeInvFreq(const RopeParams &p, int64_t headDim);
 Expected<FTensor> rope(const FTensor &x, const ITensor &positions,
                        const RopeParams &p);

@@ -12,15 +12,17 @@ RopeParams cpu::ropeParamsOf(const braid::plan::Op &op) {
   if (const auto *inv = op.rope_inv_freq())
     p.invFreq.assign(inv->begin(), inv->end());
   p.attentionFactor = op.rope_attention_factor();
+  p.rotaryDim = op.rope_rotary_dim();
   return p;
 }
 
 std::vector<double> cpu::ropeInvFreq(const RopeParams &p, int64_t headDim) {
   if (!p.invFreq.empty())
     return p.invFreq;
-  std::vector<double> inv(size_t(headDim / 2));
-  for (int64_t i = 0; i < headDim / 2; ++i)
-    inv[size_t(i)] = std::pow(p.theta, -2.0 * double(i) / double(headDim));
+  int64_t rotary = p.rotaryDim ? p.rotaryDim : headDim;
+  std::vector<double> inv(size_t(rotary / 2));
+  for (int64_t i = 0; i < rotary / 2; ++i)
+    inv[size_t(i)] = std::pow(p.theta, -2.0 * double(i) / double(rotary));
   return inv;
 }
 
@@ -30,8 +32,13 @@ Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
   if (!dims)
     return dims.status();
   int64_t b = dims->b, s = dims->s, h = dims->h, d = dims->d;
-  int64_t half = d / 2;
-  FTensor y{x.shape, std::vector<float>(x.data.size())};
+  int64_t rotary = p.rotaryDim ? p.rotaryDim : d;
+  if (p.rotaryDim != 0 && (rotary < 2 || rotary > d || rotary % 2 != 0))
+    return errorf("rope: rotary dim ", rotary, " must be even and in [2, ", d,
+                  "]");
+  int64_t half = rotary / 2;
+  // Elements past the rotary dim pass through.
+  FTensor y{x.shape, x.data};
   if (y.data.empty()) // no per-position work for an empty tensor
     return y;
   if (!p.invFreq.empty() && int64_t(p.invFreq.size()) != half)

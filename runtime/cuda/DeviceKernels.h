@@ -62,10 +62,11 @@ cudaError_t launchRmsNorm(In x, In weight, Out y, int64_t rows, int64_t h,
                           float epsilon, cudaStream_t stream);
 cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
                             int64_t h, float epsilon, cudaStream_t stream);
+/// rotaryDim 0: the whole head.
 cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
-                       int64_t heads, int64_t headDim, double theta,
-                       const double *invFreq, double attentionFactor,
-                       cudaStream_t stream);
+                       int64_t heads, int64_t headDim, int64_t rotaryDim,
+                       double theta, const double *invFreq,
+                       double attentionFactor, cudaStream_t stream);
 cudaError_t launchSoftmax(In x, Out y, int64_t outer, int64_t n, int64_t inner,
                           cudaStream_t stream);
 cudaError_t launchEmbedding(In ids, In table, Out out, int64_t numIds,

@@ -723,7 +723,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
             ? nullptr
             : static_cast<const double *>(table->second.get());
     return rope(operand(0), operand(1), result(0), op.theta(), stream,
-                invFreq, op.rope_attention_factor());
+                invFreq, op.rope_attention_factor(), op.rope_rotary_dim());
   }
   case OpCode::Silu:
     return silu(operand(0), result(0), stream);

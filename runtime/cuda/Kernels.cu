@@ -237,23 +237,34 @@ __global__ void layerNormKernel(In x, In weight, In bias, Out y, int64_t rows,
 //===----------------------------------------------------------------------===//
 
 __global__ void ropeKernel(In x, In positions, Out y, int64_t tokens,
-                           int64_t heads, int64_t d, double theta,
-                           const double *invFreq, float attentionFactor) {
-  const int64_t half = d / 2, count = tokens * heads * half;
+                           int64_t heads, int64_t d, int64_t rotary,
+                           double theta, const double *invFreq,
+                           float attentionFactor) {
+  // One thread per (token, head, i < D/2): i < R/2 rotates the pair
+  // (i, i + R/2); the others copy two of the D - R elements that pass
+  // through (partial rotary), R + 2 (i - R/2) and the next.
+  const int64_t half = d / 2, rhalf = rotary / 2, count = tokens * heads * half;
   for (int64_t e = globalThread(); e < count; e += gridThreads()) {
     const int64_t i = e % half, t = e / half;
     const int64_t head = t % heads, token = t / heads;
-    // Element i pairs with i + D/2 at frequency theta^(-2i/D) or the
+    const int64_t base = (token * heads + head) * d;
+    if (i >= rhalf) {
+      const int64_t j = rotary + 2 * (i - rhalf);
+      store(y, base + j, load(x, base + j));
+      store(y, base + j + 1, load(x, base + j + 1));
+      continue;
+    }
+    // Element i pairs with i + R/2 at frequency theta^(-2i/R) or the
     // scaled table's, in fp64; cos and sin scaled in fp32 as transformers.
     double pos = double(loadInt(positions, token));
-    double inv = invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(d));
+    double inv =
+        invFreq ? invFreq[i] : pow(theta, -2.0 * double(i) / double(rotary));
     double angle = pos * inv;
     float c = float(cos(angle)) * attentionFactor;
     float s = float(sin(angle)) * attentionFactor;
-    const int64_t base = (token * heads + head) * d;
-    float x1 = load(x, base + i), x2 = load(x, base + i + half);
+    float x1 = load(x, base + i), x2 = load(x, base + i + rhalf);
     store(y, base + i, x1 * c - x2 * s);
-    store(y, base + i + half, x2 * c + x1 * s);
+    store(y, base + i + rhalf, x2 * c + x1 * s);
   }
 }
 
@@ -820,15 +831,15 @@ cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
 }
 
 cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
-                       int64_t heads, int64_t headDim, double theta,
-                       const double *invFreq, double attentionFactor,
-                       cudaStream_t stream) {
+                       int64_t heads, int64_t headDim, int64_t rotaryDim,
+                       double theta, const double *invFreq,
+                       double attentionFactor, cudaStream_t stream) {
   const int64_t count = tokens * heads * (headDim / 2);
   if (count == 0)
     return cudaSuccess;
   ropeKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(
-      x, positions, y, tokens, heads, headDim, theta, invFreq,
-      float(attentionFactor));
+      x, positions, y, tokens, heads, headDim,
+      rotaryDim ? rotaryDim : headDim, theta, invFreq, float(attentionFactor));
   return cudaGetLastError();
 }
 

@@ -67,9 +67,11 @@ Status layerNorm(const TensorRef &x, const TensorRef &weight,
 /// i + D/2 at angle position * theta^(-2i/D) (Hugging Face rotate_half), or
 /// position * invFreq[i] with a device table of D/2 frequencies (scaled
 /// RoPE); cos and sin are multiplied by attentionFactor.
+/// With rotaryDim R > 0 only the first R elements of each head rotate
+/// (pairs i, i + R/2; R/2 table entries); the rest are copied.
 Status rope(const TensorRef &x, const TensorRef &positions, const TensorRef &y,
             double theta, cudaStream_t stream, const double *invFreq = nullptr,
-            double attentionFactor = 1.0);
+            double attentionFactor = 1.0, int64_t rotaryDim = 0);
 
 /// Softmax along `dim` of any rank (max-shifted).
 Status softmax(const TensorRef &x, const TensorRef &y, int64_t dim,

@@ -195,6 +195,22 @@ func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
 // -----
 
 func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
+  // expected-error@+1 {{'braid.rope' op rotary_dim 3 must be even and in [2, 4], the head dim}}
+  %0 = braid.rope %x, %p {theta = 1.0e4 : f64, rotary_dim = 3 : i64} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x4x2x8xf32>, %p: tensor<1x4xi32>) {
+  // expected-error@+1 {{'braid.rope' op inv_freq has 4 frequencies; the rotary dim 4 has 2 pairs}}
+  %0 = braid.rope %x, %p {theta = 1.0e4 : f64, rotary_dim = 4 : i64, inv_freq = array<f64: 1.0, 0.5, 0.25, 0.125>} : (tensor<1x4x2x8xf32>, tensor<1x4xi32>) -> tensor<1x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
   // expected-error@+1 {{'braid.rope' op attention_factor must be positive and finite, got -1.000000e+00}}
   %0 = braid.rope %x, %p {theta = 1.0e4 : f64, attention_factor = -1.0 : f64} : (tensor<1x4x2x4xf32>, tensor<1x4xi32>) -> tensor<1x4x2x4xf32>
   return

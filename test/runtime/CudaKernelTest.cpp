@@ -385,6 +385,29 @@ TEST_P(CudaKernels, RopeFrequencyTableMatchesCpu) {
   auto want = cpu::rope(asF(x), asI(pos), params);
   ASSERT_TRUE(want) << want.status().message();
   expectClose(download(y), stored(dt, *want), "rope with a table");
+
+  // Partial rotary (GPT-NeoX): the first 16 of 64 elements turn, with and
+  // without a table; the rest are copied.
+  for (bool withTable : {false, true}) {
+    cpu::RopeParams partial(10000.0);
+    partial.rotaryDim = 16;
+    if (withTable)
+      partial.invFreq = {1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 0.0003};
+    void *ptable = nullptr;
+    if (withTable) {
+      ptable = rawAlloc(partial.invFreq.size() * sizeof(double));
+      ASSERT_CUDA(cudaMemcpy(ptable, partial.invFreq.data(),
+                             partial.invFreq.size() * sizeof(double),
+                             cudaMemcpyHostToDevice));
+    }
+    cu::TensorRef yp = alloc(dt, shape);
+    ASSERT_OK(cu::rope(upload(x), upload(pos), yp, partial.theta, stream(),
+                       static_cast<const double *>(ptable), 1.0, 16));
+    auto wantp = cpu::rope(asF(x), asI(pos), partial);
+    ASSERT_TRUE(wantp) << wantp.status().message();
+    expectClose(download(yp), stored(dt, *wantp),
+                withTable ? "partial rope with a table" : "partial rope");
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -143,6 +143,27 @@ TEST(RopeKernel, FrequencyTableAndAttentionFactor) {
   EXPECT_FALSE(rope(x, ITensor{{1, 2}, {0, 2}}, wrong));
 }
 
+TEST(RopeKernel, PartialRotaryLeavesTheRestAlone) {
+  // D = 6, R = 2 (GPT-NeoX's rotary_pct): only the pair (0, 1) turns, by
+  // position * theta^0 = 2 rad at position 2; elements 2..5 pass through.
+  FTensor x{{1, 1, 1, 6}, {1, 2, 3, 4, 5, 6}};
+  RopeParams p(10000.0);
+  p.rotaryDim = 2;
+  auto y = rope(x, ITensor{{1, 1}, {2}}, p);
+  ASSERT_TRUE(y) << y.status().message();
+  float c = std::cos(2.0f), s = std::sin(2.0f);
+  expectNear(y->data, {1 * c - 2 * s, 2 * c + 1 * s, 3, 4, 5, 6});
+  // R = 4: pairs (0, 2) and (1, 3) at theta^0 and theta^(-2/4).
+  p.rotaryDim = 4;
+  y = rope(x, ITensor{{1, 1}, {2}}, p);
+  ASSERT_TRUE(y);
+  float c1 = std::cos(2.0f / 100.0f), s1 = std::sin(2.0f / 100.0f);
+  expectNear(y->data, {1 * c - 3 * s, 2 * c1 - 4 * s1, 3 * c + 1 * s,
+                       4 * c1 + 2 * s1, 5, 6});
+  p.rotaryDim = 3;
+  EXPECT_FALSE(rope(x, ITensor{{1, 1}, {2}}, p));
+}
+
 namespace {
 // B=1, S=2, Hq=2, Hkv=1, D=2 (both query heads share the KV head).
 FTensor q2() { return {{1, 2, 2, 2}, {1, 0, 0, 1, 1, 1, 2, 0}}; }

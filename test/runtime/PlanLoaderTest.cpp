@@ -182,6 +182,15 @@ TEST(PlanLoader, ChecksRopeTablesAndSlidingWindows) {
   opOf(nan, 0).rope_inv_freq = {1.0, std::nan("")};
   EXPECT_CONTAINS(loadError(nan), "rope_inv_freq[1] is nan; frequencies must "
                                   "be positive and finite");
+  PlanBuilder rotary = ropeAttentionPlan();
+  opOf(rotary, 0).rope_rotary_dim = 3;
+  EXPECT_CONTAINS(loadError(rotary), "rope_rotary_dim 3 must be 0 (the whole "
+                                     "head) or even and in [2, 4]");
+  PlanBuilder partial = ropeAttentionPlan();
+  opOf(partial, 0).rope_rotary_dim = 2;
+  opOf(partial, 0).rope_inv_freq = {1.0, 0.5};
+  EXPECT_CONTAINS(loadError(partial), "rope_inv_freq has 2 frequencies; the "
+                                      "input [1, 2, 1, 4] has 1 rotated pairs");
   PlanBuilder factor = ropeAttentionPlan();
   opOf(factor, 0).rope_attention_factor = 0.0;
   EXPECT_CONTAINS(loadError(factor),

@@ -1083,13 +1083,19 @@ TEST(SafetensorsUnused, KnownBuffers) {
   for (const char *name :
        {"model.layers.0.self_attn.rotary_emb.inv_freq",
         "model.rotary_emb.inv_freq", "rotary_emb.inv_freq", "h.0.attn.bias",
-        "h.11.attn.masked_bias", "transformer.h.3.attn.bias"})
+        "h.11.attn.masked_bias", "transformer.h.3.attn.bias",
+        "gpt_neox.layers.0.attention.bias",
+        "gpt_neox.layers.12.attention.masked_bias",
+        "gpt_neox.layers.0.attention.rotary_emb.inv_freq"})
     EXPECT_TRUE(isKnownUnusedBuffer(name)) << name;
   for (const char *name :
        {"h.0.attn.c_attn.bias", "model.layers.0.self_attn.q_proj.bias",
         "h.attn.bias", "h.x.attn.bias", "foo.h.0.attn.bias",
         "transformer.h.0.attn.bias.extra", "inv_freq", "lm_head.weight",
-        "model.layers.0.self_attn.rotary_emb.inv_freq2"})
+        "model.layers.0.self_attn.rotary_emb.inv_freq2",
+        "gpt_neox.layers.0.attention.query_key_value.bias",
+        "gpt_neox.layers.0.attention.dense.bias", "gpt_neox.layers.attention.bias",
+        "gpt_neox.layers.0.attn.bias", "h.0.attention.bias"})
     EXPECT_FALSE(isKnownUnusedBuffer(name)) << name;
 }
 

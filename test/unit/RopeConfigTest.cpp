@@ -50,14 +50,17 @@ TEST_P(RopeAgainstTransformers, SameFrequenciesAndScaling) {
   auto config = braid::loadModelConfig(goldenPath(name + ".json"));
   ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
   Reference want = loadReference(name);
-  ASSERT_EQ(int64_t(want.invFreq.size()), config->headDim / 2);
+  // Partial rotary (GPT-NeoX): frequencies over the rotated dims only.
+  int64_t rotary = config->rope.rotaryDim ? config->rope.rotaryDim
+                                          : config->headDim;
+  ASSERT_EQ(int64_t(want.invFreq.size()), rotary / 2);
   EXPECT_DOUBLE_EQ(config->rope.attentionFactor, want.attentionScaling);
   const std::vector<double> &got = config->rope.invFreq;
   if (got.empty()) {
     // Unscaled: the runtimes use theta^(-2i/D) in double.
     for (size_t i = 0; i < want.invFreq.size(); ++i) {
       double f = std::pow(config->rope.theta,
-                          -2.0 * double(i) / double(config->headDim));
+                          -2.0 * double(i) / double(rotary));
       EXPECT_NEAR(f, want.invFreq[i], 2e-7 * want.invFreq[i]) << "pair " << i;
     }
     return;
@@ -69,7 +72,8 @@ TEST_P(RopeAgainstTransformers, SameFrequenciesAndScaling) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, RopeAgainstTransformers,
                          ::testing::Values("llama31", "mistral", "qwen25-yarn",
-                                           "qwen3"));
+                                           "qwen3", "neox-pythia",
+                                           "neox-serial"));
 
 // The scaled tables really differ from the plain ones (else the test above
 // could not tell a scaling that was ignored).

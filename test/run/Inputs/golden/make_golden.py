@@ -81,9 +81,15 @@ def braid_weight(name, shape):
     return v.reshape(shape)
 
 
-def braid_name(hf_name):
-    # Braid names GPT-2's parameters as the original checkpoint does.
-    return hf_name[len("transformer."):] if hf_name.startswith("transformer.") else hf_name
+def braid_name(hf_name, model_type):
+    """Braid names parameters as the checkpoints on the Hub do: GPT-2's
+    without the "transformer." prefix, GPT-NeoX's LM head "embed_out"
+    (transformers 5 calls the module lm_head and renames it on load)."""
+    if hf_name.startswith("transformer."):
+        return hf_name[len("transformer."):]
+    if model_type == "gpt_neox" and hf_name == "lm_head.weight":
+        return "embed_out.weight"
+    return hf_name
 
 
 def golden(config_path, dtype):
@@ -101,7 +107,8 @@ def golden(config_path, dtype):
             continue
         if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
             continue  # GPT-2's causal-mask buffers, not weights
-        state[name] = torch.from_numpy(braid_weight(braid_name(name), tuple(tensor.shape)))
+        state[name] = torch.from_numpy(
+            braid_weight(braid_name(name, config.model_type), tuple(tensor.shape)))
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
     missing = [m for m in missing if not m.endswith((".attn.bias", ".attn.masked_bias"))]
@@ -129,7 +136,7 @@ def rope_table(config_path):
     cfg_dict = json.loads(config_path.read_text())
     config = transformers.AutoConfig.for_model(**cfg_dict)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    rotary = getattr(getattr(model, model.base_model_prefix, None), "rotary_emb", None)
     if rotary is None:
         return None
     return {
