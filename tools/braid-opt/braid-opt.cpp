@@ -10,11 +10,16 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --help lists MLIR's and braid's options (registered below), not the
+  // hundreds of backend flags libLLVM registers statically (still parsed).
+  llvm::cl::HideUnrelatedOptions(
+      llvm::ArrayRef<const llvm::cl::OptionCategory *>{});
   mlir::DialectRegistry registry;
   braid::registerAllDialects(registry);
   braid::registerAllPasses();

@@ -24,34 +24,44 @@
 namespace cl = llvm::cl;
 using Level = mlir::SourceMgrDiagnosticVerifierHandler::Level;
 
+static cl::OptionCategory translateCategory("braid-translate options");
+
 static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<input file>"),
-                                      cl::init("-"));
-static cl::opt<std::string> outputPath("o", cl::desc("Output filename"),
+                                      cl::init("-"), cl::cat(translateCategory));
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("Output filename (default: "
+                                                "stdout)"),
                                        cl::value_desc("filename"),
-                                       cl::init("-"));
+                                       cl::init("-"),
+                                       cl::cat(translateCategory));
 static cl::opt<bool> allowUnregistered(
     "allow-unregistered-dialect",
-    cl::desc("Allow operations of unregistered dialects (testing only)"));
+    cl::desc("Allow operations of unregistered dialects (testing only)"),
+    cl::cat(translateCategory));
 static cl::opt<std::string> splitInputFile(
     "split-input-file", cl::ValueOptional,
     cl::desc("Split the input at the given marker (default '// -----') and "
              "translate each chunk on its own"),
-    cl::init(""));
+    cl::init(""), cl::cat(translateCategory));
 static cl::opt<std::string>
     outputSplitMarker("output-split-marker",
                       cl::desc("Marker written between the outputs of "
                                "split chunks"),
-                      cl::init(""));
+                      cl::init(""), cl::cat(translateCategory));
 static cl::opt<Level> verifyDiagnostics(
     "verify-diagnostics", cl::ValueOptional,
     cl::desc("Check the diagnostics against the expected-* comments"),
     cl::values(clEnumValN(Level::All, "all", "every diagnostic"),
                clEnumValN(Level::All, "", "every diagnostic"),
                clEnumValN(Level::OnlyExpected, "only-expected",
-                          "only the expected diagnostics")));
+                          "only the expected diagnostics")),
+    cl::cat(translateCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --help lists this tool's options and MLIR's (registered below), not the
+  // hundreds of backend flags libLLVM registers statically (still parsed).
+  cl::HideUnrelatedOptions(translateCategory);
   braid::registerPlanTranslations();
   cl::opt<const mlir::Translation *, false, mlir::TranslationParser>
       translation("", cl::desc("Translation to perform"), cl::Required);
