@@ -26,6 +26,50 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidFuseCollectivesPass
+    : Pass<"braid-fuse-collectives", "::mlir::ModuleOp"> {
+  let summary = "Fold sums of all_reduces into one all_reduce of the sum";
+  let description = [{
+    The sum of two all_reduce sums over the same group is the all_reduce of
+    the sum: `all_reduce(a) + all_reduce(b) = all_reduce(a + b)`. Parallel
+    attention and MLP blocks (GPT-NeoX's `use_parallel_residual`, GPT-J)
+    reduce both halves of a layer and add them; after the fold each layer
+    moves half the bytes in one collective instead of two.
+
+    Replicated terms added to a reduction in between (the biases of
+    row-parallel layers, added after their all_reduce) are reassociated out
+    of the way: `(all_reduce(a) + p) + (all_reduce(b) + q)` becomes
+    `all_reduce(a + b) + (p + q)`.
+
+    Before:
+    ```mlir
+    %ra = braid.all_reduce sum %a on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+    %xa = braid.add %ra, %p : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
+    %rb = braid.all_reduce sum %b on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+    %xb = braid.add %rb, %q : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
+    %s = braid.add %xa, %xb : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+    ```
+    After:
+    ```mlir
+    %ab = braid.add %a, %b : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+    %r = braid.all_reduce sum %ab on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+    %pq = braid.add %p, %q : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %s = braid.add %r, %pq : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
+    ```
+    Only folds when both reductions are synchronous `sum`s over the same
+    group with the same type, each reduction (and each partial sum it
+    feeds) has no other use, and both summands are defined before the
+    outer add (so nothing is reordered). The sum is reassociated, so the
+    result differs from the unfused one by rounding: off by default
+    (`braid-compile --fuse-collectives`), checked by differential tests
+    against transformers (test/run/fuse-collectives.test).
+  }];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+  let statistics = [
+    Statistic<"numFolded", "folded", "all_reduce pairs folded into one">
+  ];
+}
+
 def BraidPlanMemoryPass : Pass<"braid-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every tensor in a per-rank arena by liveness";
   let description = [{

@@ -4,7 +4,10 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
-void braid::buildDefaultPipeline(mlir::OpPassManager &pm) {
+void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
+                                 const PipelineOptions &options) {
+  if (options.fuseCollectives)
+    pm.addPass(mlir::braid::createBraidFuseCollectivesPass());
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
   // Nothing leaves the compiler unless its schedule is proven safe.

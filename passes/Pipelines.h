@@ -10,7 +10,14 @@ namespace braid {
 /// `braid-opt --braid-default-pipeline`): every pass that exists, in the
 /// order their contracts require. Memory planning is always last: any pass
 /// after it would invalidate the buffers.
-void buildDefaultPipeline(mlir::OpPassManager &pm);
+/// Passes of the default pipeline that are off until more differential
+/// tests say they do not change the answer beyond rounding.
+struct PipelineOptions {
+  bool fuseCollectives = false; // braid-fuse-collectives (reassociates sums)
+};
+
+void buildDefaultPipeline(mlir::OpPassManager &pm,
+                          const PipelineOptions &options = {});
 
 /// Registers `braid-default-pipeline`.
 void registerPipelines();

@@ -36,6 +36,12 @@ static cl::opt<std::string> passPipeline(
              ", or 'none' (translate the imported IR as is); default: "
              "braid-default-pipeline"),
     cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool> fuseCollectives(
+    "fuse-collectives",
+    cl::desc("Run braid-fuse-collectives in the default pipeline: fold "
+             "all_reduce(a) + all_reduce(b) into all_reduce(a + b) (parallel "
+             "attention/MLP blocks); reassociates sums, so off by default"),
+    cl::cat(compileCategory));
 static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Write the compiled IR instead of the "
                                        "plan"),
@@ -76,7 +82,9 @@ int main(int argc, char **argv) {
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
   if (passPipeline.empty()) {
-    braid::buildDefaultPipeline(pm);
+    braid::PipelineOptions pipeline;
+    pipeline.fuseCollectives = fuseCollectives;
+    braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
   } else if (mlir::failed(mlir::parsePassPipeline(passPipeline, pm,
