@@ -59,6 +59,38 @@ struct BraidFuseCollectivesPass
     for (AddOp op : adds)
       if (fold(op))
         ++numFolded;
+    SmallVector<AllGatherOp> gathers;
+    getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
+    for (AllGatherOp op : gathers)
+      if (foldGatherOfScatter(op))
+        ++numFolded;
+  }
+
+  /// all_gather(reduce_scatter(x, sum, d), d) over one group is
+  /// all_reduce(x) when nothing else reads the shard (one collective
+  /// instead of two, the same sums).
+  bool foldGatherOfScatter(AllGatherOp gather) {
+    auto scatter = gather.getInput().getDefiningOp<ReduceScatterOp>();
+    if (!scatter || !scatter->hasOneUse() ||
+        scatter.getKind() != ReduceKind::sum ||
+        scatter.getGroup() != gather.getGroup() ||
+        scatter.getDim() != gather.getDim() ||
+        scatter.getInput().getType() != gather.getType() ||
+        scatter->getBlock() != gather->getBlock())
+      return false;
+    // Moving the reduction to the gather must not reorder collectives.
+    for (Operation *it = scatter->getNextNode(); it && it != gather;
+         it = it->getNextNode())
+      if (isa<CollectiveOpInterface>(it))
+        return false;
+    OpBuilder builder(gather);
+    auto reduced = AllReduceOp::create(
+        builder, gather.getLoc(), gather.getType(), scatter.getInput(),
+        gather.getGroupAttr(), scatter.getKindAttr());
+    gather.getResult().replaceAllUsesWith(reduced.getResult());
+    gather.erase();
+    scatter.erase();
+    return true;
   }
 
   bool fold(AddOp op) {

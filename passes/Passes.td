@@ -28,7 +28,7 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
 
 def BraidFuseCollectivesPass
     : Pass<"braid-fuse-collectives", "::mlir::ModuleOp"> {
-  let summary = "Fold sums of all_reduces into one all_reduce of the sum";
+  let summary = "Fold sums of all_reduces, and gathers of reduce-scatters, into one all_reduce";
   let description = [{
     The sum of two all_reduce sums over the same group is the all_reduce of
     the sum: `all_reduce(a) + all_reduce(b) = all_reduce(a + b)`. Parallel
@@ -56,6 +56,10 @@ def BraidFuseCollectivesPass
     %pq = braid.add %p, %q : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
     %s = braid.add %r, %pq : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
     ```
+    `all_gather(reduce_scatter(x, sum, dim d), dim d)` over one group, with
+    nothing else reading the shard, becomes `all_reduce(x)`: one collective
+    instead of two.
+
     Only folds when both reductions are synchronous `sum`s over the same
     group with the same type, each reduction (and each partial sum it
     feeds) has no other use, and both summands are defined before the
@@ -66,7 +70,7 @@ def BraidFuseCollectivesPass
   }];
   let dependentDialects = ["::mlir::braid::BraidDialect"];
   let statistics = [
-    Statistic<"numFolded", "folded", "all_reduce pairs folded into one">
+    Statistic<"numFolded", "folded", "collective pairs folded into one">
   ];
 }
 

@@ -108,3 +108,44 @@ func.func @dependent(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = braid.add %rb, %rb : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }
+
+// -----
+
+braid.device_group @tp size 2
+braid.device_group @dp size 2
+
+// all_gather(reduce_scatter(x)) along one dim of one group: all_reduce(x).
+// CHECK-LABEL: func.func @gather_of_scatter
+// CHECK-NEXT: %[[R:.*]] = braid.all_reduce sum %arg0 on @tp : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @gather_of_scatter(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = braid.reduce_scatter sum %x on @tp dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %g = braid.all_gather %s on @tp dim 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}
+// Refused: the shard read elsewhere (sequence parallelism wants it), another
+// dim, another group.
+// CHECK-LABEL: func.func @shard_used
+// CHECK: braid.reduce_scatter
+// CHECK: braid.all_gather
+func.func @shard_used(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<2x8xf32>) {
+  %s = braid.reduce_scatter sum %x on @tp dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %g = braid.all_gather %s on @tp dim 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  return %g, %s : tensor<4x8xf32>, tensor<2x8xf32>
+}
+// CHECK-LABEL: func.func @other_dim
+// CHECK: braid.reduce_scatter
+// CHECK: braid.all_gather
+func.func @other_dim(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
+  %s = braid.reduce_scatter sum %x on @tp dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %g = braid.all_gather %s on @tp dim 1 : tensor<2x8xf32> -> tensor<2x16xf32>
+  return %g : tensor<2x16xf32>
+}
+// CHECK-LABEL: func.func @other_group_gather
+// CHECK: braid.reduce_scatter
+// CHECK: braid.all_gather
+func.func @other_group_gather(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = braid.reduce_scatter sum %x on @tp dim 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %g = braid.all_gather %s on @dp dim 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}
