@@ -25,6 +25,17 @@ set(BRAID_RUNTIME_SOURCES
   cpu/ShapeRules.cpp
 )
 
+# braid-run as a library (runtime/cli/CMakeLists.txt: BraidRunCommand; the
+# fuzz build's braid-run-san), relative to runtime/cli/.
+set(BRAID_RUN_COMMAND_SOURCES
+  CommandLine.cpp
+  PlanRun.cpp
+  Report.cpp
+  Checks.cpp
+  RunInputs.cpp
+  RunCommand.cpp
+)
+
 # The schedule checker alone (no FlatBuffers, no MLIR): the compiler's
 # analyses link it too, so compiler and loader prove safety the same way.
 set(BRAID_SCHEDULE_SOURCES ScheduleCheck.cpp)

@@ -11,6 +11,8 @@ BRAID_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev
+  # runtime/cli: braid-run's command line (header-only)
+  libcli11-dev
   # runtime/mpi: bootstraps multi-process runs (mpirun/srun)
   libopenmpi-dev openmpi-bin
   flatbuffers-compiler libflatbuffers-dev flatbuffers-compiler-dev

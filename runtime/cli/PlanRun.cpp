@@ -1,0 +1,204 @@
+//===- PlanRun.cpp - One plan, ready to step, on one backend --------------===//
+#include "runtime/cli/PlanRun.h"
+
+#include "runtime/Safetensors.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace braid::rt::cli {
+namespace {
+
+/// A long checkpoint load's progress: one stderr line, rewritten in place,
+/// once the load has taken more than a second, and only when stderr is a
+/// terminal (logs and tests stay clean). Erased when the load ends.
+class LoadProgress {
+public:
+  LoadProgress(const plan::Plan &plan, size_t ranks)
+      : enabled_(::isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {
+    if (plan.parameters())
+      for (const plan::Parameter *param : *plan.parameters()) {
+        totalTensors_ += int64_t(ranks);
+        Shape local(param->local_shape()->begin(), param->local_shape()->end());
+        totalBytes_ += double(ranks) * double(numElements(local)) *
+                       double(dtypeSize(param->dtype()));
+      }
+  }
+  LoadProgress(const LoadProgress &) = delete;
+  LoadProgress &operator=(const LoadProgress &) = delete;
+  ~LoadProgress() {
+    if (shown_) // blank the line; what follows starts at its beginning
+      std::cerr << "\r" << std::string(width_, ' ') << "\r" << std::flush;
+  }
+
+  /// One slice of `bytes` (in the plan's dtype) is loaded.
+  void add(size_t bytes) {
+    ++tensors_;
+    bytes_ += double(bytes);
+    if (!enabled_)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(1) ||
+        (shown_ && now - last_ < std::chrono::milliseconds(100) &&
+         tensors_ != totalTensors_))
+      return;
+    last_ = now;
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2)
+         << "braid-run: loading weights: " << tensors_ << "/" << totalTensors_
+         << " tensors, " << bytes_ / 1e9 << "/" << totalBytes_ / 1e9 << " GB";
+    std::string text = line.str();
+    width_ = std::max(width_, text.size());
+    std::cerr << "\r" << text << std::flush;
+    shown_ = true;
+  }
+
+private:
+  bool enabled_;
+  bool shown_ = false;
+  size_t width_ = 0;
+  std::chrono::steady_clock::time_point start_, last_;
+  int64_t tensors_ = 0, totalTensors_ = 0;
+  double bytes_ = 0, totalBytes_ = 0;
+};
+
+} // namespace
+
+Expected<std::unique_ptr<PlanRun>> PlanRun::create(const std::string &path,
+                                                   const Options &o,
+                                                   const std::string &backend) {
+  auto plan = loadPlanFile(path, o.loadOptions());
+  if (!plan)
+    return plan.status();
+  return create(*plan, path, o, backend, nullptr, /*strict=*/false);
+}
+
+Expected<std::unique_ptr<PlanRun>>
+PlanRun::create(const LoadedPlan &plan, const std::string &path,
+                const Options &o, const std::string &backend,
+                Bootstrap *processes, bool strict) {
+  auto shape = generationShape(plan.root());
+  if (!shape)
+    return errorf(path, ": ", shape.status().message());
+  // With prefill buckets, the prompt's length picks the bucket.
+  if (!o.tokens.empty()) {
+    shape = shapeForPrompt(*shape, o.tokens.size());
+    if (!shape)
+      return errorf(path, ": ", shape.status().message());
+  }
+  auto run = std::make_unique<PlanRun>();
+  run->plan = plan;
+  run->shape = *shape;
+  run->backend = backend;
+  run->profiling = !o.profile.empty() || !o.trace.empty();
+  run->strict = strict && backend == "cpu";
+  BRAID_RETURN_IF_ERROR(run->createRunner(path, o, processes));
+  if (o.checkpoint)
+    BRAID_RETURN_IF_ERROR(run->loadCheckpoint(o));
+  return run;
+}
+
+Status PlanRun::createRunner(const std::string &path, const Options &o,
+                             Bootstrap *processes) {
+  if (backend == "cpu") {
+    RunnerOptions ro;
+    ro.seed = o.seed;
+    ro.collectiveTimeout = std::chrono::milliseconds(
+        std::max<int64_t>(1, int64_t(o.timeout * 1000)));
+    auto runner = ThreadedRunner::create(plan, ro);
+    if (!runner)
+      return errorf(path, ": ", runner.status().message());
+    cpu = runner.take();
+    cpu->rank(0).setProfiling(profiling);
+    strictSeed = o.strictSeed.value_or(Options::kDefaultStrictSeed);
+    RunOptions options;
+    options.strict = strict;
+    options.strictSeed = strictSeed;
+    // --check on the CPU backend: every op's output must be finite.
+    options.checkFinite = o.check;
+    cpu->setRunOptions(options);
+  }
+#ifdef BRAID_HAVE_CUDA
+  if (backend == "cuda") {
+    cuda::ExecutorOptions eo;
+    eo.graph = o.graph;
+    eo.seed = o.seed;
+    eo.stepTimeoutSeconds = o.timeout;
+    eo.profile = profiling;
+    eo.devices = o.devices;
+    auto runner = cuda::CudaRunner::create(plan, eo, processes);
+    if (!runner)
+      return errorf(path, ": ", runner.status().message());
+    gpu = runner.take();
+  }
+#endif
+  return Status::ok();
+}
+
+Status PlanRun::loadCheckpoint(const Options &o) {
+  std::vector<int> held;
+#ifdef BRAID_HAVE_CUDA
+  if (gpu)
+    held = gpu->heldRanks();
+#endif
+  if (held.empty()) // the CPU interpreter: every rank
+    for (int r = 0; r < plan.root().world_size(); ++r)
+      held.push_back(r);
+  CheckpointLoadOptions lo;
+  lo.allowUnusedWeights = o.allowUnusedWeights;
+  LoadProgress progress(plan.root(), held.size());
+  for (int r : held)
+    BRAID_RETURN_IF_ERROR(loadCheckpointParameters(
+        [&](const std::string &name, HostTensor local) -> Status {
+          progress.add(local.bytes.size());
+#ifdef BRAID_HAVE_CUDA
+          if (gpu)
+            return gpu->setParameter(r, name, local);
+#endif
+          return cpu->rank(r).setParameter(name, std::move(local));
+        },
+        plan, r, *o.checkpoint, lo));
+  return Status::ok();
+}
+
+Expected<std::vector<std::map<std::string, HostTensor>>>
+PlanRun::runAll(const std::string &function, const StepInputs &inputs) {
+#ifdef BRAID_HAVE_CUDA
+  if (gpu) {
+    auto outs = gpu->run(function, {inputs});
+    if (outs)
+      timings.push_back(gpu->lastTiming());
+    if (outs && profiling)
+      profiles.push_back(gpu->lastProfile());
+    return outs;
+  }
+#endif
+  auto outs = cpu->run(function, {inputs});
+  if (outs && profiling)
+    profiles.push_back(cpu->rank(0).lastProfile());
+  return outs;
+}
+
+StepFn PlanRun::stepFn() {
+  return [this](const std::string &function, const StepInputs &inputs)
+             -> Expected<std::map<std::string, HostTensor>> {
+    auto outs = runAll(function, inputs);
+    if (!outs)
+      return outs.status();
+    // Every rank must hold the same (gathered) logits.
+    for (size_t r = 1; r < outs->size(); ++r)
+      if ((*outs)[r].at("logits").bytes != (*outs)[0].at("logits").bytes)
+        return errorf("rank ", r,
+                      " returned different logits than rank 0 (are the "
+                      "logits left vocabulary-sharded?)");
+    return (*outs)[0];
+  };
+}
+
+} // namespace braid::rt::cli
