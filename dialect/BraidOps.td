@@ -234,8 +234,9 @@ def Braid_AttentionOp : Braid_Op<"attention", [Pure, AttrSizedOperandSegments]> 
     sliding-window layers; with a cache, positions count from 0 as above).
 
     With a KV cache (`cache(%kc, %vc) at %pos`): the caches are
-    `[B, max_seq, num_kv_heads, head_dim]` and `%pos` is `[B]` (the position
-    of the first new token of each sequence). The new `k`, `v` are written
+    `[Bc, max_seq, num_kv_heads, head_dim]` with `Bc >= B` (a decode batch
+    bucket runs the first B of the cache's sequences) and `%pos` is `[B]`
+    (the position of the first new token of each sequence). The new `k`, `v` are written
     at `[pos, pos + S)`, each query attends to cache entries `[0, pos + i]`
     (causal) and the op also returns the updated caches. State is explicit
     SSA: the entry function threads the caches in and out.

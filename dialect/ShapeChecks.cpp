@@ -284,10 +284,16 @@ LogicalResult mlir::braid::checkAttention(OptLoc loc,
                                   "[B, max_seq, kv_heads, D], got ",
                              formatShape(s.kCache.getShape()));
   int64_t maxSeq = s.kCache.getDimSize(1);
-  if (failed(checkBSHD(loc, "k_cache", s.kCache, b, maxSeq, s.numKvHeads,
-                       s.headDim)) ||
-      failed(checkBSHD(loc, "v_cache", s.vCache, b, maxSeq, s.numKvHeads,
-                       s.headDim)))
+  // The cache may hold more sequences than this step runs (a decode batch
+  // bucket): sequence i uses the cache's sequence i.
+  int64_t cacheBatch = s.kCache.getDimSize(0);
+  if (cacheBatch < b)
+    return emitOptionalError(loc, "attention: k_cache holds ", cacheBatch,
+                             " sequences; the step runs ", b);
+  if (failed(checkBSHD(loc, "k_cache", s.kCache, cacheBatch, maxSeq,
+                       s.numKvHeads, s.headDim)) ||
+      failed(checkBSHD(loc, "v_cache", s.vCache, cacheBatch, maxSeq,
+                       s.numKvHeads, s.headDim)))
     return failure();
   if (sq > maxSeq)
     return emitOptionalError(loc, "attention: ", sq,

@@ -46,6 +46,14 @@ static cl::list<std::string> prefillBuckets(
              "Default: none, one prefill of exactly --seq tokens"),
     cl::CommaSeparated, cl::cat(importCategory));
 
+static cl::list<int64_t> decodeBatches(
+    "decode-batches",
+    cl::desc("Decode batch buckets: besides decode (all --batch sequences), "
+             "one decode_<b> per listed b < --batch, running the first b "
+             "sequences of the shared KV cache; braid-run --sequences N "
+             "decodes in the smallest that holds N. Default: none"),
+    cl::CommaSeparated, cl::cat(importCategory));
+
 static cl::opt<bool> allowUnknownConfigFields(
     "allow-unknown-config-fields",
     cl::desc("Ignore config.json fields Braid neither reads nor knows to be "
@@ -98,6 +106,7 @@ llvm::Expected<braid::ImportOptions> braid::importOptionsFromCommandLine() {
   if (!buckets)
     return buckets.takeError();
   options.prefillBuckets = std::move(*buckets);
+  options.decodeBatches.assign(decodeBatches.begin(), decodeBatches.end());
   options.tp = tp;
   options.batch = batch;
   options.seq = seq;

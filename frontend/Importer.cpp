@@ -134,6 +134,17 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
     return importError("--seq " + llvm::Twine(o.seq) +
                        " exceeds the KV-cache capacity (--max-seq) " +
                        llvm::Twine(l.maxSeq));
+  for (size_t i = 0; i < o.decodeBatches.size(); ++i) {
+    int64_t b = o.decodeBatches[i];
+    if (b < 1 || b > o.batch)
+      return importError("--decode-batches: batch " + llvm::Twine(b) +
+                         " must be in [1, --batch " + llvm::Twine(o.batch) +
+                         "]");
+    if (i > 0 && b <= o.decodeBatches[i - 1])
+      return importError("--decode-batches must be strictly increasing, "
+                         "got " + llvm::Twine(o.decodeBatches[i - 1]) +
+                         " then " + llvm::Twine(b));
+  }
   for (size_t i = 0; i < o.prefillBuckets.size(); ++i) {
     int64_t bucket = o.prefillBuckets[i];
     if (bucket < 1 || bucket > l.maxSeq)
@@ -216,8 +227,10 @@ public:
 
   /// `logitRows`: the logits come from the rows a `logit_rows` input
   /// names (a padded bucket), not from each sequence's last token.
+  /// `batch`: sequences this function runs (0: --batch); the KV cache
+  /// always holds --batch sequences, a smaller decode bucket the first ones.
   void build(StringRef name, int64_t tokens, bool allLogits,
-             bool logitRows = false);
+             bool logitRows = false, int64_t batch = 0);
 
 private:
   RankedTensorType t(ArrayRef<int64_t> shape, Type et = {}) {
@@ -508,12 +521,12 @@ Value FunctionBuilder::neoxLayer(Value x, int64_t i) {
 }
 
 void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
-                            bool logitRows) {
+                            bool logitRows, int64_t batch) {
   MLIRContext *ctx = b.getContext();
   Type i32 = b.getI32Type();
-  int64_t bsz = l.batch;
+  int64_t bsz = batch ? batch : l.batch;
   auto idsType = t({bsz, tokens}, i32);
-  auto cacheType = t({bsz, l.maxSeq, l.kvHeadsLocal, l.headDim});
+  auto cacheType = t({l.batch, l.maxSeq, l.kvHeadsLocal, l.headDim});
   int64_t outTokens = allLogits ? tokens : 1;
   int64_t vocabOut = (l.tp > 1 && o.keepLogitsSharded) ? l.vocabPadded / l.tp
                                                        : l.vocab;
@@ -641,6 +654,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> (::braid::importModel)(MLIRContext &ctx, c
     fb.build("prefill_" + std::to_string(bucket), bucket,
              options.prefillAllLogits, /*logitRows=*/true);
   fb.build("decode", 1, /*allLogits=*/true);
+  for (int64_t batch : options.decodeBatches)
+    if (batch < layout->batch)
+      fb.build("decode_" + std::to_string(batch), 1, /*allLogits=*/true,
+               /*logitRows=*/false, batch);
   if (failed(verify(*module)))
     return importError("internal error: the imported module does not verify");
   return std::move(module);

@@ -29,6 +29,11 @@ struct ImportOptions {
   /// `logit_rows` input [B, 1] (i32): the row b * S + (length_b - 1) of the
   /// flattened tokens whose logits sequence b returns.
   std::vector<int64_t> prefillBuckets;
+  /// Decode batch buckets: besides `decode` (all --batch sequences), one
+  /// `decode_<b>` per listed b < batch, running the first b sequences of the
+  /// same KV cache (vLLM's capture sizes): fewer sequences than the plan's
+  /// batch decode with smaller GEMMs and attention.
+  std::vector<int64_t> decodeBatches;
 };
 
 /// Builds a module with a `prefill` (or one `prefill_<S>` per bucket) and a

@@ -49,13 +49,15 @@ static int64_t bucketTokens(std::string_view name) {
 Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
   GenerationShape shape;
   // The prefill functions (one `prefill`, or the buckets), then decode.
-  std::vector<const plan::Function *> prefills;
+  std::vector<const plan::Function *> prefills, decodeBuckets;
   const plan::Function *decode = nullptr, *exact = nullptr;
   if (p.functions())
     for (const plan::Function *g : *p.functions()) {
       std::string_view name = g->name()->string_view();
       if (name == "decode")
         decode = g;
+      else if (name.substr(0, 7) == "decode_")
+        decodeBuckets.push_back(g);
       else if (name == "prefill")
         exact = g;
       else if (bucketTokens(name) > 0)
@@ -79,10 +81,13 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
                      bucketTokens(b->name()->string_view());
             });
   prefills.push_back(decode);
+  prefills.insert(prefills.end(), decodeBuckets.begin(), decodeBuckets.end());
   bool first = true;
   for (const plan::Function *f : prefills) {
     std::string name = f->name()->str();
-    bool isDecode = f == decode;
+    bool isDecodeBucket = std::find(decodeBuckets.begin(), decodeBuckets.end(),
+                                    f) != decodeBuckets.end();
+    bool isDecode = f == decode || isDecodeBucket;
     const plan::Tensor *ids = bindingTensor(*f, f->inputs(), "input_ids");
     const plan::Tensor *pos = bindingTensor(*f, f->inputs(), "positions");
     const plan::Tensor *logits = bindingTensor(*f, f->outputs(), "logits");
@@ -125,7 +130,8 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
           shape.vocab - 1 > std::numeric_limits<int32_t>::max())
         return errorf("function '", name, "': vocab ", shape.vocab,
                       " has ids that do not fit its i32 input_ids");
-    } else if (idShape[0] != shape.batch || logitShape.back() != shape.vocab ||
+    } else if ((!isDecodeBucket && idShape[0] != shape.batch) ||
+               logitShape.back() != shape.vocab ||
                ids->dtype() != shape.idsType ||
                pos->dtype() != shape.positionsType ||
                (isDecode && idShape[1] != 1)) {
@@ -135,6 +141,20 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
                     isDecode ? ", 1]" : ", tokens]", " ",
                     dtypeName(shape.idsType), " and ", shape.vocab,
                     " as the first prefill");
+    }
+    if (isDecodeBucket) {
+      // decode_<b>: b sequences of the same cache, fewer than the plan's.
+      int64_t b = 0;
+      std::string_view digits = std::string_view(name).substr(7);
+      auto [end, ec] =
+          std::from_chars(digits.data(), digits.data() + digits.size(), b);
+      if (ec != std::errc() || end != digits.data() + digits.size() ||
+          b != idShape[0] || b >= shape.batch)
+        return errorf("function '", name, "' takes ", idShape[0],
+                      " sequences; a decode batch bucket decode_<b> takes b "
+                      "< the plan's batch ", shape.batch);
+      shape.decodeBuckets.emplace_back(b, name);
+      continue;
     }
     if (isDecode)
       continue;
@@ -168,6 +188,8 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
     }
     shape.buckets.push_back(bucket);
   }
+  std::sort(shape.decodeBuckets.begin(), shape.decodeBuckets.end());
+  shape.planBatch = shape.decodeBatch = shape.batch;
   if (!shape.buckets.empty()) {
     const PrefillBucket &largest = shape.buckets.back();
     shape.prefillFunction = largest.function;
@@ -204,6 +226,35 @@ Expected<GenerationShape> braid::rt::shapeForPrompt(const GenerationShape &shape
                 "); compile with a larger --prefill-buckets entry");
 }
 
+Expected<GenerationShape>
+braid::rt::shapeForSequences(const GenerationShape &shape, int64_t sequences) {
+  if (sequences < 1 || sequences > shape.planBatch)
+    return errorf("--sequences ", sequences, ": the plan runs 1 to ",
+                  shape.planBatch, " sequences (its --batch)");
+  GenerationShape out = shape;
+  out.batch = sequences;
+  out.decodeFunction = "decode";
+  out.decodeBatch = shape.planBatch;
+  for (const auto &[b, function] : shape.decodeBuckets)
+    if (b >= sequences) {
+      out.decodeFunction = function;
+      out.decodeBatch = b;
+      break;
+    }
+  return out;
+}
+
+Expected<GenerationShape> braid::rt::shapeForRun(const GenerationShape &shape,
+                                                 int64_t sequences,
+                                                 size_t promptIds) {
+  Expected<GenerationShape> out = shape;
+  if (sequences != 0)
+    out = shapeForSequences(shape, sequences);
+  if (out && promptIds != 0)
+    out = shapeForPrompt(*out, promptIds);
+  return out;
+}
+
 std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
                                                 uint64_t seed) {
   // SplitMix64: well-mixed, and identical on every platform.
@@ -224,7 +275,7 @@ std::vector<int64_t> braid::rt::syntheticPrompt(const GenerationShape &shape,
 StepInputs braid::rt::stepInputs(const GenerationShape &shape,
                                  const std::vector<int64_t> &ids,
                                  int64_t tokens, int64_t start) {
-  int64_t b = shape.batch;
+  int64_t b = tokens > 0 ? int64_t(ids.size()) / tokens : 0;
   std::vector<int64_t> positions(static_cast<size_t>(b * tokens));
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < tokens; ++t)
@@ -234,6 +285,15 @@ StepInputs braid::rt::stepInputs(const GenerationShape &shape,
   inputs["positions"] =
       HostTensor::fromInts(shape.positionsType, {b, tokens}, positions);
   return inputs;
+}
+
+StepInputs braid::rt::decodeInputs(const GenerationShape &shape,
+                                   const std::vector<int64_t> &tokens,
+                                   int64_t position) {
+  std::vector<int64_t> fed = tokens;
+  if (int64_t(fed.size()) < shape.decodeBatch)
+    fed.resize(size_t(shape.decodeBatch), 0);
+  return stepInputs(shape, fed, 1, position);
 }
 
 /// How many of `logits` ([B, positions, V], row-major) are not finite and
@@ -302,28 +362,36 @@ braid::rt::generate(const GenerationShape &shape,
   // decode steps before any query reaches them, and their logits are
   // dropped (logit_rows, or trimmed below).
   const int64_t padded = std::max(shape.prefillTokens, s);
+  // The plan's steps may run more sequences than this run generates (its
+  // batch, or a decode batch bucket): the extra ones are padding (id 0,
+  // the same positions) whose logits are dropped.
+  const int64_t prefillBatch = std::max(shape.planBatch, b);
   std::vector<StepRecord> records;
   std::vector<int64_t> ids = options.prompt;
   for (int i = 0; i <= options.decodeSteps; ++i) {
     StepRecord r;
-    r.function = i == 0 ? shape.prefillFunction : "decode";
-    int64_t tokens = i == 0 ? padded : 1;
+    r.function = i == 0 ? shape.prefillFunction : shape.decodeFunction;
     if (i > 0)
       ids = options.forcedTokens.empty() ? records.back().nextToken
                                          : options.forcedTokens[size_t(i - 1)];
-    std::vector<int64_t> fed = ids;
-    if (i == 0 && padded > s) {
-      fed.assign(size_t(b * padded), 0);
+    StepInputs inputs;
+    int64_t fedBatch;
+    if (i == 0) {
+      std::vector<int64_t> fed(size_t(prefillBatch * padded), 0);
       for (int64_t bi = 0; bi < b; ++bi)
         std::copy_n(ids.begin() + bi * s, s, fed.begin() + bi * padded);
-    }
-    StepInputs inputs = stepInputs(shape, fed, tokens, i == 0 ? 0 : s + i - 1);
-    if (i == 0 && shape.logitRows) {
-      std::vector<int64_t> rows(static_cast<size_t>(b));
-      for (int64_t bi = 0; bi < b; ++bi)
-        rows[size_t(bi)] = bi * padded + s - 1;
-      inputs["logit_rows"] =
-          HostTensor::fromInts(shape.logitRowsType, {b, 1}, rows);
+      inputs = stepInputs(shape, fed, padded, 0);
+      if (shape.logitRows) {
+        std::vector<int64_t> rows(static_cast<size_t>(prefillBatch));
+        for (int64_t bi = 0; bi < prefillBatch; ++bi)
+          rows[size_t(bi)] = bi * padded + s - 1;
+        inputs["logit_rows"] =
+            HostTensor::fromInts(shape.logitRowsType, {prefillBatch, 1}, rows);
+      }
+      fedBatch = prefillBatch;
+    } else {
+      inputs = decodeInputs(shape, ids, s + i - 1);
+      fedBatch = std::max(shape.decodeBatch, b);
     }
     r.inputIds = ids;
 
@@ -338,12 +406,14 @@ braid::rt::generate(const GenerationShape &shape,
     if (logits == outputs->end())
       return errorf(r.function, " step ", i, " returned no logits");
     std::vector<float> all = logits->second.toFloats();
-    int64_t rowElems = b * shape.vocab; // <= the plan's logits elements
+    int64_t rowElems = fedBatch * shape.vocab; // <= the plan's logits elements
     if (all.empty() || int64_t(all.size()) % rowElems)
       return errorf(r.function, " step ", i, " returned ", all.size(),
-                    " logits, not a whole number of [", b, ", ", shape.vocab,
-                    "] rows");
+                    " logits, not a whole number of [", fedBatch, ", ",
+                    shape.vocab, "] rows");
     int64_t positionsOut = int64_t(all.size()) / rowElems;
+    // The generated sequences come first ([B, T, V], sequence-major).
+    all.resize(size_t(b * positionsOut * shape.vocab));
     if (i == 0 && positionsOut == padded && padded > s) {
       // A bucket returning every position: keep the prompt's.
       std::vector<float> kept(size_t(b * s * shape.vocab));

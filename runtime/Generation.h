@@ -37,7 +37,11 @@ struct PrefillBucket {
 
 /// Shapes the plan's entry functions fix.
 struct GenerationShape {
+  /// Sequences this run generates: the plan's batch, or fewer
+  /// (shapeForSequences); the plan's steps run planBatch (prefill) and
+  /// decodeBatch (decode) of them, the rest padding.
   int64_t batch = 0;
+  int64_t planBatch = 0;
   int64_t promptLength = 0; // prompt tokens per sequence of this run
   int64_t vocab = 0;        // last dim of the logits output
   plan::DType idsType = plan::DType::I32;
@@ -50,6 +54,12 @@ struct GenerationShape {
   plan::DType logitRowsType = plan::DType::I32;
   /// The plan's buckets, by size; empty for a plan with one `prefill`.
   std::vector<PrefillBucket> buckets;
+  /// The decode function this run uses and the sequences it runs (>=
+  /// batch): `decode` (planBatch), or a `decode_<b>` batch bucket.
+  std::string decodeFunction = "decode";
+  int64_t decodeBatch = 0;
+  /// The plan's decode batch buckets `decode_<b>` (b < planBatch), by size.
+  std::vector<std::pair<int64_t, std::string>> decodeBuckets;
 };
 
 /// Checks the plan has `decode` and either `prefill` or one or more
@@ -66,17 +76,35 @@ Expected<GenerationShape> generationShape(const plan::Plan &plan);
 Expected<GenerationShape> shapeForPrompt(const GenerationShape &shape,
                                          size_t promptIds);
 
+/// `shape` for `sequences` (1..planBatch) sequences: decode runs in the
+/// smallest decode batch bucket that holds them (or `decode`); prefill runs
+/// the plan's batch, the extra sequences padding. Call before
+/// shapeForPrompt (the prompt then holds `sequences` x length ids).
+Expected<GenerationShape> shapeForSequences(const GenerationShape &shape,
+                                            int64_t sequences);
+
+/// Both of the above, as braid-run applies them: `sequences` 0 keeps the
+/// plan's batch; `promptIds` 0 keeps the prompt length (a synthetic one).
+Expected<GenerationShape> shapeForRun(const GenerationShape &shape,
+                                      int64_t sequences, size_t promptIds);
+
 /// Deterministic prompt: B x S ids in [0, vocab) from `seed`.
 std::vector<int64_t> syntheticPrompt(const GenerationShape &shape,
                                      uint64_t seed);
 
 using StepInputs = std::map<std::string, HostTensor>;
 
-/// One step's inputs: `ids` (B x tokens, row-major) at positions
-/// [start, start + tokens) of every sequence.
+/// One step's inputs: `ids` (rows x tokens, row-major; rows = ids / tokens)
+/// at positions [start, start + tokens) of every sequence.
 StepInputs stepInputs(const GenerationShape &shape,
                       const std::vector<int64_t> &ids, int64_t tokens,
                       int64_t start);
+
+/// The inputs of one decode step of `shape.decodeFunction`: `tokens` (one
+/// per generated sequence) padded with id 0 to decodeBatch sequences, at
+/// position `position`.
+StepInputs decodeInputs(const GenerationShape &shape,
+                        const std::vector<int64_t> &tokens, int64_t position);
 /// Runs `function` on every rank; returns rank 0's outputs.
 using StepFn = std::function<Expected<std::map<std::string, HostTensor>>(
     const std::string &function, const StepInputs &inputs)>;

@@ -313,6 +313,8 @@ OpCost CostModel::cost(Operation *op) const {
           // A sliding window reads at most its last W rows.
           if (std::optional<uint64_t> w = m.getSlidingWindow())
             fill = std::min(fill, double(*w) / double(kc.getDimSize(1)));
+          // A decode batch bucket reads only its sequences of the cache.
+          fill *= double(q.getDimSize(0)) / double(kc.getDimSize(0));
           c.bytes += 2 * fill * double(tensorBytes(kc));
         }
         c.seconds = attentionSeconds(target_, c.flops, c.bytes,

@@ -334,8 +334,14 @@ void CommandLine::addPromptAndGeneration() {
           o_.stepsGiven = true;
           return steps(v);
         });
+  value("--sequences", "N", "the plan's batch",
+        "sequences to generate, at most the plan's batch: the others are "
+        "padding, and decode runs in the smallest decode batch bucket "
+        "(braid-compile --decode-batches) that holds N",
+        setNumber("--sequences", o_.sequences));
   value("--tokens", "a,b,...", "synthetic, from --prompt-seed",
-        "prompt ids, batch x prompt length of them, sequence after sequence",
+        "prompt ids, sequences x prompt length of them, sequence after "
+        "sequence",
         appendNumbers("--tokens", o_.tokens, "a token id",
                       std::numeric_limits<int64_t>::min()));
   value("--prompt-file", "FILE", "none",

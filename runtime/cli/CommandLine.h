@@ -44,6 +44,7 @@ struct Options {
   int ranks = -1; // -1: not given (the plan's world size)
   int steps = 4;
   bool stepsGiven = false;
+  int64_t sequences = 0; // --sequences; 0: the plan's batch
   std::vector<int64_t> tokens;
   std::string promptFile;
   std::vector<int64_t> forceTokens;

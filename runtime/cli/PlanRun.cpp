@@ -86,12 +86,11 @@ PlanRun::create(const LoadedPlan &plan, const std::string &path,
   auto shape = generationShape(plan.root());
   if (!shape)
     return errorf(path, ": ", shape.status().message());
-  // With prefill buckets, the prompt's length picks the bucket.
-  if (!o.tokens.empty()) {
-    shape = shapeForPrompt(*shape, o.tokens.size());
-    if (!shape)
-      return errorf(path, ": ", shape.status().message());
-  }
+  // --sequences picks the decode batch bucket; with prefill buckets, the
+  // prompt's length picks the prefill bucket.
+  shape = shapeForRun(*shape, o.sequences, o.tokens.size());
+  if (!shape)
+    return errorf(path, ": ", shape.status().message());
   auto run = std::make_unique<PlanRun>();
   run->plan = plan;
   run->shape = *shape;

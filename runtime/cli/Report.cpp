@@ -33,6 +33,10 @@ void printHeader(std::ostream &os, const std::string &path,
      << (run.strict ? " (strict, seed " + std::to_string(run.strictSeed) + ")"
                     : "")
      << " | ranks " << run.plan.root().world_size() << " | batch " << s.batch
+     << (s.batch == s.planBatch && s.decodeBuckets.empty()
+             ? std::string()
+             : " (of " + std::to_string(s.planBatch) + ", decode " +
+                   s.decodeFunction + ")")
      << " | prompt " << s.promptLength
      << (s.buckets.empty() ? std::string()
                            : " (bucket " + s.prefillFunction + ")")

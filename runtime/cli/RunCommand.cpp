@@ -184,11 +184,11 @@ Status timeDecode(PlanRun &run, const Options &o,
   if (steps.size() < 2)
     return errorf("--iters times the decode step: give --steps >= 1");
   StepInputs inputs =
-      stepInputs(run.shape, steps.back().inputIds, 1,
-                 run.shape.promptLength + int64_t(steps.size()) - 2);
+      decodeInputs(run.shape, steps.back().inputIds,
+                   run.shape.promptLength + int64_t(steps.size()) - 2);
   run.timedDecode.clear();
   for (int i = 0; i < o.warmup + o.iters; ++i) {
-    auto out = run.runAll("decode", inputs);
+    auto out = run.runAll(run.shape.decodeFunction, inputs);
     if (!out)
       return errorf("timed decode step ", i, ": ", out.status().message());
     if (i >= o.warmup)
@@ -261,8 +261,8 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
 
   // (A plan without a generation shape is reported by PlanRun::create.)
   auto shape = generationShape(loaded->root());
-  if (shape && !o.tokens.empty())
-    shape = shapeForPrompt(*shape, o.tokens.size());
+  if (shape)
+    shape = shapeForRun(*shape, o.sequences, o.tokens.size());
   GenerationOptions g;
   Status planned = planGeneration(o, shape, g);
   if (!planned)

@@ -127,11 +127,13 @@ Expected<AttentionDims> cpu::checkAttentionShapes(const Shape &q,
 Status cpu::checkAttentionCacheShapes(const AttentionDims &d,
                                       const Shape &kCache, const Shape &vCache,
                                       const Shape &position) {
-  if (kCache.size() != 4 || kCache[0] != d.b || kCache[2] != d.hkv ||
+  // The cache may hold more sequences than the step runs (a decode batch
+  // bucket): sequence b uses the cache's rows b * max_seq onwards.
+  if (kCache.size() != 4 || kCache[0] < d.b || kCache[2] != d.hkv ||
       kCache[3] != d.d || vCache != kCache)
     return errorf("attention: caches ", formatShape(kCache), " and ",
-                  formatShape(vCache), " must be [", d.b, ", max_seq, ", d.hkv,
-                  ", ", d.d, "]");
+                  formatShape(vCache), " must be [>= ", d.b, ", max_seq, ",
+                  d.hkv, ", ", d.d, "]");
   if (position != Shape{d.b})
     return errorf("attention: position ", formatShape(position), " must be [",
                   d.b, "]");

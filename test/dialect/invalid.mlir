@@ -218,6 +218,14 @@ func.func @f(%x: tensor<1x4x2x4xf32>, %p: tensor<1x4xi32>) {
 
 // -----
 
+func.func @f(%q: tensor<2x1x4x8xbf16>, %kc: tensor<1x16x4x8xbf16>, %p: tensor<2xi32>) {
+  // expected-error@+1 {{attention: k_cache holds 1 sequences; the step runs 2}}
+  %o, %k2, %v2 = braid.attention %q, %q, %q cache(%kc, %kc) at %p {causal, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 8 : i64} : (tensor<2x1x4x8xbf16>, tensor<2x1x4x8xbf16>, tensor<2x1x4x8xbf16>, tensor<1x16x4x8xbf16>, tensor<1x16x4x8xbf16>, tensor<2xi32>) -> (tensor<2x1x4x8xbf16>, tensor<1x16x4x8xbf16>, tensor<1x16x4x8xbf16>)
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x4x8xbf16>) {
   // expected-error@+1 {{'braid.attention' op sliding_window must be >= 1, got 0}}
   %0 = braid.attention %q, %q, %q {causal, num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 8 : i64, sliding_window = 0 : i64} : (tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xbf16>) -> tensor<1x4x4x8xbf16>

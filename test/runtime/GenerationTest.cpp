@@ -88,24 +88,28 @@ struct BucketSpec {
   std::string name;
   int64_t tokens, logitPositions;
   bool rows;
+  int64_t batch = 2;
 };
-PlanBuilder bucketPlan(const std::vector<BucketSpec> &buckets) {
+PlanBuilder bucketPlan(const std::vector<BucketSpec> &buckets,
+                       bool decodeOne = false) {
   PlanBuilder pb(1);
   int table = pb.param("embed_tokens.weight", {4, 4}, {4, 4});
   std::vector<BucketSpec> all = buckets;
   all.push_back({"decode", 1, 1, false});
+  if (decodeOne)
+    all.push_back({"decode_1", 1, 1, false, 1});
   for (const BucketSpec &b : all) {
     FnBuilder f = pb.function(b.name);
-    int ids = f.input("input_ids", {2, b.tokens}, DType::I32);
-    f.input("positions", {2, b.tokens}, DType::I32);
+    int ids = f.input("input_ids", {b.batch, b.tokens}, DType::I32);
+    f.input("positions", {b.batch, b.tokens}, DType::I32);
     if (b.rows)
-      f.input("logit_rows", {2, 1}, DType::I32);
-    int e = f.tensor({2, b.tokens, 4});
-    int l = f.tensor({2, b.logitPositions, 4});
+      f.input("logit_rows", {b.batch, 1}, DType::I32);
+    int e = f.tensor({b.batch, b.tokens, 4});
+    int l = f.tensor({b.batch, b.logitPositions, 4});
     f.op(OpCode::Embedding, {ids, f.param(table, pb.plan())}, {e});
     plan::OpT &slice = f.op(OpCode::Slice, {e}, {l});
     slice.offsets = {0, 0, 0};
-    slice.sizes = {2, b.logitPositions, 4};
+    slice.sizes = {b.batch, b.logitPositions, 4};
     f.output("logits", l);
   }
   return pb;
@@ -170,6 +174,63 @@ TEST(Generation, PrefillBucketsPickTheSmallestThatHoldsThePrompt) {
   // Decode continues at the prompt's end, not the bucket's.
   EXPECT_EQ(fed[1].at("positions").toInts(), (std::vector<int64_t>{3, 3}));
   EXPECT_EQ(fed[1].at("input_ids").toInts(), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(Generation, DecodeBatchBucketsRunFewerSequences) {
+  auto plan = loadPlan(bucketPlan({{"prefill", 3, 1, false}}, true).finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  auto shape = generationShape(plan->root());
+  ASSERT_TRUE(shape) << shape.status().message();
+  ASSERT_EQ(shape->decodeBuckets.size(), 1u);
+  EXPECT_EQ(shape->decodeFunction, "decode");
+  auto one = shapeForSequences(*shape, 1);
+  ASSERT_TRUE(one) << one.status().message();
+  EXPECT_EQ(one->batch, 1);
+  EXPECT_EQ(one->planBatch, 2);
+  EXPECT_EQ(one->decodeFunction, "decode_1");
+  EXPECT_EQ(one->decodeBatch, 1);
+  auto two = shapeForSequences(*shape, 2);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->decodeFunction, "decode");
+  EXPECT_HAS(shapeForSequences(*shape, 3).status().message(),
+             "--sequences 3: the plan runs 1 to 2 sequences");
+  EXPECT_HAS(shapeForSequences(*shape, 0).status().message(),
+             "--sequences 0: the plan runs 1 to 2 sequences");
+
+  // One sequence: prefill feeds the plan's 2 (the second padding), decode
+  // feeds decode_1 one; the records hold one sequence.
+  std::vector<std::pair<std::string, StepInputs>> fed;
+  StepFn step = [&](const std::string &function, const StepInputs &inputs)
+      -> Expected<std::map<std::string, HostTensor>> {
+    fed.emplace_back(function, inputs);
+    int64_t rows = inputs.at("input_ids").shape[0];
+    std::vector<float> logits(size_t(rows * 4), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      logits[size_t(r * 4 + r % 4)] = 1.0f; // sequence r picks token r
+    return std::map<std::string, HostTensor>{
+        {"logits", HostTensor::fromFloats(DType::F32, {rows, 1, 4}, logits)}};
+  };
+  GenerationOptions g;
+  g.prompt = {3, 2, 1};
+  g.decodeSteps = 2;
+  auto steps = generate(*one, g, step);
+  ASSERT_TRUE(steps) << steps.status().message();
+  ASSERT_EQ(fed.size(), 3u);
+  EXPECT_EQ(fed[0].first, "prefill");
+  EXPECT_EQ(fed[0].second.at("input_ids").toInts(),
+            (std::vector<int64_t>{3, 2, 1, 0, 0, 0}));
+  EXPECT_EQ(fed[1].first, "decode_1");
+  EXPECT_EQ(fed[1].second.at("input_ids").toInts(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(fed[1].second.at("positions").toInts(), (std::vector<int64_t>{3}));
+  for (const StepRecord &r : *steps) {
+    EXPECT_EQ(r.nextToken, (std::vector<int64_t>{0}));
+    EXPECT_EQ(r.logits.size(), 4u);
+  }
+  // A decode bucket must be smaller than the plan's batch and named by it.
+  EXPECT_HAS(shapeError(bucketPlan({{"prefill", 3, 1, false},
+                                    {"decode_2", 1, 1, false, 2}})),
+             "function 'decode_2' takes 2 sequences; a decode batch bucket "
+             "decode_<b> takes b < the plan's batch 2");
 }
 
 TEST(Generation, PrefillBucketsAreChecked) {

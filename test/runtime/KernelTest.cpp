@@ -285,6 +285,30 @@ TEST(AttentionKernel, SlidingWindowOverTheCacheDecodesPastTheWindow) {
   expectNear(o->data, {3}); // (1 + 2 + 6) / 3
 }
 
+TEST(AttentionKernel, CacheHoldingMoreSequencesThanTheStep) {
+  // A decode batch bucket: 1 sequence over a cache of 2; sequence 0 uses
+  // the cache's sequence 0, sequence 1's rows are untouched.
+  AttentionParams p;
+  p.causal = true;
+  p.numHeads = p.numKvHeads = p.headDim = 1;
+  FTensor kc{{2, 4, 1, 1}, std::vector<float>(8, 0.0f)};
+  FTensor vc{{2, 4, 1, 1}, {2, 9, 9, 9, 7, 7, 7, 7}};
+  FTensor q{{1, 1, 1, 1}, {0}}, k{{1, 1, 1, 1}, {0}}, v{{1, 1, 1, 1}, {4}};
+  auto o = attentionWithCache(q, k, v, kc, vc, ITensor{{1}, {1}}, p);
+  ASSERT_TRUE(o) << o.status().message();
+  expectNear(o->data, {3}); // (2 + 4) / 2
+  expectNear(vc.data, {2, 4, 9, 9, 7, 7, 7, 7});
+  // Fewer cache sequences than the step is an error.
+  FTensor small{{1, 4, 1, 1}, std::vector<float>(4, 0.0f)}, small2 = small;
+  FTensor q2{{2, 1, 1, 1}, {0, 0}};
+  auto bad = attentionWithCache(q2, q2, q2, small, small2, ITensor{{2}, {0, 0}},
+                                p);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("must be [>= 2, max_seq"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(AttentionKernel, KvCacheRejectsWriteBeyondMaxSeq) {
   FTensor q{{1, 1, 2, 2}, {1, 1, 2, 0}};
   FTensor k{{1, 1, 1, 2}, {0, 1}}, v{{1, 1, 1, 2}, {3, 4}};
