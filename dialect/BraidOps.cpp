@@ -402,7 +402,8 @@ LogicalResult LayerNormOp::verify() {
 LogicalResult RopeOp::verify() {
   if (failed(checkRope(getLoc(), tensorType(getInput()),
                        tensorType(getPositions()), tensorType(getResult()),
-                       getTheta().convertToDouble())))
+                       getTheta().convertToDouble(),
+                       int64_t(getRotaryDim().value_or(0)))))
     return failure();
   int64_t headDim = tensorType(getInput()).getDimSize(3);
   int64_t rotary = headDim;

@@ -204,11 +204,12 @@ LogicalResult mlir::braid::checkNorm(OptLoc loc, StringRef op,
 
 LogicalResult mlir::braid::checkRope(OptLoc loc, RankedTensorType input,
                                      RankedTensorType positions,
-                                     RankedTensorType result, double theta) {
+                                     RankedTensorType result, double theta,
+                                     int64_t rotaryDim) {
   if (input.getRank() != 4)
     return emitOptionalError(loc, "rope: input must be [B, S, H, D], got ",
                              formatShape(input.getShape()));
-  if (input.getDimSize(3) % 2 != 0)
+  if (rotaryDim == 0 && input.getDimSize(3) % 2 != 0)
     return emitOptionalError(loc, "rope: head dim ", input.getDimSize(3),
                              " must be even");
   if (positions.getRank() != 2 ||

@@ -74,9 +74,11 @@ LogicalResult checkBroadcastBinary(OptLoc loc, StringRef op,
 LogicalResult checkNorm(OptLoc loc, StringRef op, RankedTensorType input,
                         ArrayRef<RankedTensorType> params,
                         RankedTensorType result, double epsilon);
+/// `rotaryDim` 0: the whole head, which must then be even (a partial
+/// rotary dim must be even itself; the head need not be).
 LogicalResult checkRope(OptLoc loc, RankedTensorType input,
                         RankedTensorType positions, RankedTensorType result,
-                        double theta);
+                        double theta, int64_t rotaryDim = 0);
 
 struct AttentionShapes {
   RankedTensorType q, k, v, output;

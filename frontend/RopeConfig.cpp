@@ -120,8 +120,12 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
                        formatNumber(partial) +
                        "; Braid rotates whole heads (1.0) only for this "
                        "model type");
+    // The range first: a huge factor would overflow the conversion.
+    if (!(partial > 0.0 && partial <= 1.0))
+      return top.error("partial_rotary_factor " + formatNumber(partial) +
+                       " must be in (0, 1]");
     int64_t dim = int64_t(double(headDim) * partial);
-    if (!(partial > 0.0 && partial <= 1.0) || dim < 2 || dim % 2 != 0)
+    if (dim < 2 || dim % 2 != 0)
       return top.error("partial_rotary_factor " + formatNumber(partial) +
                        " of head_dim " + llvm::Twine(headDim) +
                        " rotates " + llvm::Twine(dim) +
@@ -225,6 +229,19 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     return err("field '" + objName + ".rope_type' is '" + type +
                "'; Braid supports default, linear, dynamic, llama3 and yarn");
   }
+  // Extreme parameters (a factor of 1e308, a negative mscale) can give
+  // frequencies or a cos/sin factor no rotation has: refuse them here,
+  // naming the type, rather than build a module that cannot verify.
+  for (double f : r.invFreq)
+    if (!(f > 0.0) || !std::isfinite(f))
+      return err("field '" + objName + "' (rope_type '" + type +
+                 "') gives a frequency of " + formatNumber(f) +
+                 "; every frequency must be positive and finite");
+  if (!(r.attentionFactor > 0.0) || !std::isfinite(r.attentionFactor))
+    return err("field '" + objName + "' (rope_type '" + type +
+               "') gives an attention factor of " +
+               formatNumber(r.attentionFactor) +
+               "; it must be positive and finite");
   std::vector<std::string> unknown = rf.unread();
   if (!unknown.empty())
     return err("field '" + objName + "." + unknown.front() +

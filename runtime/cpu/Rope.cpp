@@ -28,14 +28,11 @@ std::vector<double> cpu::ropeInvFreq(const RopeParams &p, int64_t headDim) {
 
 Expected<FTensor> cpu::rope(const FTensor &x, const ITensor &positions,
                             const RopeParams &p) {
-  auto dims = checkRopeShapes(x.shape, positions.shape);
+  auto dims = checkRopeShapes(x.shape, positions.shape, p.rotaryDim);
   if (!dims)
     return dims.status();
   int64_t b = dims->b, s = dims->s, h = dims->h, d = dims->d;
   int64_t rotary = p.rotaryDim ? p.rotaryDim : d;
-  if (p.rotaryDim != 0 && (rotary < 2 || rotary > d || rotary % 2 != 0))
-    return errorf("rope: rotary dim ", rotary, " must be even and in [2, ", d,
-                  "]");
   int64_t half = rotary / 2;
   // Elements past the rotary dim pass through.
   FTensor y{x.shape, x.data};

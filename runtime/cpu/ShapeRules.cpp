@@ -70,12 +70,16 @@ Status cpu::checkNormParam(const char *op, const char *what, const Shape &x,
 }
 
 Expected<RopeDims> cpu::checkRopeShapes(const Shape &x,
-                                        const Shape &positions) {
+                                        const Shape &positions,
+                                        int64_t rotaryDim) {
   if (x.size() != 4)
     return errorf("rope: input must be [B, S, H, D], got ", formatShape(x));
   RopeDims r{x[0], x[1], x[2], x[3]};
-  if (r.d % 2)
+  if (rotaryDim == 0 && r.d % 2)
     return errorf("rope: head dim ", r.d, " must be even");
+  if (rotaryDim != 0 && (rotaryDim < 2 || rotaryDim > r.d || rotaryDim % 2))
+    return errorf("rope: rotary dim ", rotaryDim, " must be even and in [2, ",
+                  r.d, "]");
   if (positions != Shape{r.b, r.s})
     return errorf("rope: positions ", formatShape(positions), " must be [", r.b,
                   ", ", r.s, "]");

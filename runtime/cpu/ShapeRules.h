@@ -52,7 +52,10 @@ Status checkNormParam(const char *op, const char *what, const Shape &x,
 struct RopeDims {
   int64_t b, s, h, d;
 };
-Expected<RopeDims> checkRopeShapes(const Shape &x, const Shape &positions);
+/// `rotaryDim` 0: the whole head D, which must be even; else the rotary
+/// dim must be even and in [2, D] (D itself may be odd).
+Expected<RopeDims> checkRopeShapes(const Shape &x, const Shape &positions,
+                                   int64_t rotaryDim = 0);
 
 /// softmax along `dim` of x, seen as [outer, n, inner].
 struct SoftmaxDims {

@@ -219,17 +219,13 @@ Status cuda::rope(const TensorRef &x, const TensorRef &positions,
                   const TensorRef &y, double theta, cudaStream_t stream,
                   const double *invFreq, double attentionFactor,
                   int64_t rotaryDim) {
-  auto dims = cpu::checkRopeShapes(x.shape, positions.shape);
+  auto dims = cpu::checkRopeShapes(x.shape, positions.shape, rotaryDim);
   if (!dims)
     return dims.status();
   BRAID_RETURN_IF_ERROR(checkResult("rope", y, x.shape));
   BRAID_RETURN_IF_ERROR(checkData("rope", "input", x));
   BRAID_RETURN_IF_ERROR(checkData("rope", "positions", positions));
   BRAID_RETURN_IF_ERROR(checkData("rope", "result", y));
-  if (rotaryDim != 0 &&
-      (rotaryDim < 2 || rotaryDim > dims->d || rotaryDim % 2 != 0))
-    return errorf("rope: rotary dim ", rotaryDim, " must be even and in [2, ",
-                  dims->d, "]");
   BRAID_CUDA_CHECK(detail::launchRope(in(x), in(positions), out(y),
                                       dims->b * dims->s, dims->h, dims->d,
                                       rotaryDim, theta, invFreq,

@@ -240,18 +240,18 @@ __global__ void ropeKernel(In x, In positions, Out y, int64_t tokens,
                            int64_t heads, int64_t d, int64_t rotary,
                            double theta, const double *invFreq,
                            float attentionFactor) {
-  // One thread per (token, head, i < D/2): i < R/2 rotates the pair
-  // (i, i + R/2); the others copy two of the D - R elements that pass
-  // through (partial rotary), R + 2 (i - R/2) and the next.
-  const int64_t half = d / 2, rhalf = rotary / 2, count = tokens * heads * half;
+  // One thread per (token, head, item): item i < R/2 rotates the pair
+  // (i, i + R/2); the D - R items after copy one element each that passes
+  // through (partial rotary; D may be odd then).
+  const int64_t rhalf = rotary / 2, items = rhalf + (d - rotary),
+                count = tokens * heads * items;
   for (int64_t e = globalThread(); e < count; e += gridThreads()) {
-    const int64_t i = e % half, t = e / half;
+    const int64_t i = e % items, t = e / items;
     const int64_t head = t % heads, token = t / heads;
     const int64_t base = (token * heads + head) * d;
     if (i >= rhalf) {
-      const int64_t j = rotary + 2 * (i - rhalf);
+      const int64_t j = rotary + (i - rhalf);
       store(y, base + j, load(x, base + j));
-      store(y, base + j + 1, load(x, base + j + 1));
       continue;
     }
     // Element i pairs with i + R/2 at frequency theta^(-2i/R) or the
@@ -834,12 +834,13 @@ cudaError_t launchRope(In x, In positions, Out y, int64_t tokens,
                        int64_t heads, int64_t headDim, int64_t rotaryDim,
                        double theta, const double *invFreq,
                        double attentionFactor, cudaStream_t stream) {
-  const int64_t count = tokens * heads * (headDim / 2);
+  const int64_t rotary = rotaryDim ? rotaryDim : headDim;
+  const int64_t count = tokens * heads * (rotary / 2 + headDim - rotary);
   if (count == 0)
     return cudaSuccess;
   ropeKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(
-      x, positions, y, tokens, heads, headDim,
-      rotaryDim ? rotaryDim : headDim, theta, invFreq, float(attentionFactor));
+      x, positions, y, tokens, heads, headDim, rotary, theta, invFreq,
+      float(attentionFactor));
   return cudaGetLastError();
 }
 

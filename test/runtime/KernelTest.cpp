@@ -162,6 +162,14 @@ TEST(RopeKernel, PartialRotaryLeavesTheRestAlone) {
                        4 * c1 + 2 * s1, 5, 6});
   p.rotaryDim = 3;
   EXPECT_FALSE(rope(x, ITensor{{1, 1}, {2}}, p));
+  // An odd head (GPT-NeoX: hidden 20 over 4 heads) with an even rotary dim.
+  FTensor odd{{1, 1, 1, 5}, {1, 2, 3, 4, 5}};
+  p.rotaryDim = 2;
+  y = rope(odd, ITensor{{1, 1}, {2}}, p);
+  ASSERT_TRUE(y) << y.status().message();
+  expectNear(y->data, {1 * c - 2 * s, 2 * c + 1 * s, 3, 4, 5});
+  p.rotaryDim = 0; // the whole (odd) head cannot rotate
+  EXPECT_FALSE(rope(odd, ITensor{{1, 1}, {2}}, p));
 }
 
 namespace {
