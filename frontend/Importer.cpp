@@ -68,6 +68,23 @@ llvm::Error checkTensorElements(const TensorSizes &t) {
                      " (2^40): lower one of these sizes");
 }
 
+/// A bucket list (`flag`): strictly increasing, each in [1, max].
+llvm::Error checkIncreasing(StringRef flag, StringRef item,
+                            ArrayRef<int64_t> list, int64_t max,
+                            StringRef maxName) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] < 1 || list[i] > max)
+      return importError(flag + ": " + item + " " + llvm::Twine(list[i]) +
+                         " must be in [1, " + maxName + " " +
+                         llvm::Twine(max) + "]");
+    if (i > 0 && list[i] <= list[i - 1])
+      return importError(flag + " must be strictly increasing, got " +
+                         llvm::Twine(list[i - 1]) + " then " +
+                         llvm::Twine(list[i]));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<Layout> computeLayout(const ModelConfig &c,
                                      const ImportOptions &o) {
   Layout l;
@@ -134,28 +151,12 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
     return importError("--seq " + llvm::Twine(o.seq) +
                        " exceeds the KV-cache capacity (--max-seq) " +
                        llvm::Twine(l.maxSeq));
-  for (size_t i = 0; i < o.decodeBatches.size(); ++i) {
-    int64_t b = o.decodeBatches[i];
-    if (b < 1 || b > o.batch)
-      return importError("--decode-batches: batch " + llvm::Twine(b) +
-                         " must be in [1, --batch " + llvm::Twine(o.batch) +
-                         "]");
-    if (i > 0 && b <= o.decodeBatches[i - 1])
-      return importError("--decode-batches must be strictly increasing, "
-                         "got " + llvm::Twine(o.decodeBatches[i - 1]) +
-                         " then " + llvm::Twine(b));
-  }
-  for (size_t i = 0; i < o.prefillBuckets.size(); ++i) {
-    int64_t bucket = o.prefillBuckets[i];
-    if (bucket < 1 || bucket > l.maxSeq)
-      return importError("--prefill-buckets: bucket " + llvm::Twine(bucket) +
-                         " must be in [1, --max-seq " + llvm::Twine(l.maxSeq) +
-                         "]");
-    if (i > 0 && bucket <= o.prefillBuckets[i - 1])
-      return importError("--prefill-buckets must be strictly increasing, "
-                         "got " + llvm::Twine(o.prefillBuckets[i - 1]) +
-                         " then " + llvm::Twine(bucket));
-  }
+  if (llvm::Error e = checkIncreasing("--decode-batches", "batch",
+                                      o.decodeBatches, o.batch, "--batch"))
+    return std::move(e);
+  if (llvm::Error e = checkIncreasing("--prefill-buckets", "bucket",
+                                      o.prefillBuckets, l.maxSeq, "--max-seq"))
+    return std::move(e);
 
   // The largest tensors of the module (full parameters, and one rank's
   // activations of a prefill step), checked before anything is built so

@@ -130,18 +130,43 @@ static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
   return llvm::Error::success();
 }
 
-static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
-  c.family = ModelFamily::Llama;
+/// The sizes LLaMA-style and GPT-NeoX configs name alike; GPT-NeoX has no
+/// num_key_value_heads (`groupedKv` false: one KV head per head).
+static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
   BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size", limits::kMaxHiddenSize));
   BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
   BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
-  BRAID_ASSIGN(c.numKvHeads, f.integerOr("num_key_value_heads", c.numHeads,
-                                         limits::kMaxHeads));
+  c.numKvHeads = c.numHeads;
+  if (groupedKv)
+    BRAID_ASSIGN(c.numKvHeads, f.integerOr("num_key_value_heads", c.numHeads,
+                                           limits::kMaxHeads));
   BRAID_ASSIGN(c.intermediateSize,
                f.integer("intermediate_size", limits::kMaxIntermediateSize));
   BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
   BRAID_ASSIGN(c.maxPositions,
                f.integer("max_position_embeddings", limits::kMaxPositions));
+  return llvm::Error::success();
+}
+
+/// head_dim = hidden_size / num_attention_heads, which must divide
+/// (`why` ends the message: how the config could have said otherwise).
+static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c,
+                                    StringRef why) {
+  if (c.hiddenSize % c.numHeads != 0)
+    return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
+                   " is not divisible by num_attention_heads " +
+                   llvm::Twine(c.numHeads) + why);
+  BRAID_ASSIGN(c.headDim,
+               f.checkBound("head_dim = hidden_size / num_attention_heads",
+                            c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
+                            /*derived=*/true));
+  return llvm::Error::success();
+}
+
+static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
+  c.family = ModelFamily::Llama;
+  if (llvm::Error e = readSizes(f, c, /*groupedKv=*/true))
+    return e;
   BRAID_ASSIGN(c.normEps, f.number("rms_norm_eps"));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
   // Biases: Qwen2 always has q/k/v biases (never o_proj's); LLaMA and Qwen3
@@ -170,15 +195,9 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
                    llvm::Twine(c.numKvHeads));
   if (f.has("head_dim")) {
     BRAID_ASSIGN(c.headDim, f.integer("head_dim", limits::kMaxHeadDim));
-  } else {
-    if (c.hiddenSize % c.numHeads != 0)
-      return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
-                     " is not divisible by num_attention_heads " +
-                     llvm::Twine(c.numHeads) + " (and no 'head_dim' given)");
-    BRAID_ASSIGN(c.headDim,
-                 f.checkBound("head_dim = hidden_size / num_attention_heads",
-                              c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
-                              /*derived=*/true));
+  } else if (llvm::Error e =
+                 headDimFromHidden(f, c, " (and no 'head_dim' given)")) {
+    return e;
   }
   if (c.headDim % 2 != 0)
     return f.error("head_dim " + llvm::Twine(c.headDim) +
@@ -251,15 +270,8 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
 
 static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::NeoX;
-  BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size", limits::kMaxHiddenSize));
-  BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
-  BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
-  c.numKvHeads = c.numHeads;
-  BRAID_ASSIGN(c.intermediateSize,
-               f.integer("intermediate_size", limits::kMaxIntermediateSize));
-  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
-  BRAID_ASSIGN(c.maxPositions,
-               f.integer("max_position_embeddings", limits::kMaxPositions));
+  if (llvm::Error e = readSizes(f, c, /*groupedKv=*/false))
+    return e;
   BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_eps", 1e-5));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
   BRAID_ASSIGN(c.parallelResidual, f.booleanOr("use_parallel_residual", true));
@@ -276,14 +288,8 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   else
     return f.error("field 'hidden_act' is '" + act +
                    "'; expected gelu, gelu_new or gelu_pytorch_tanh");
-  if (c.hiddenSize % c.numHeads != 0)
-    return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
-                   " is not divisible by num_attention_heads " +
-                   llvm::Twine(c.numHeads));
-  BRAID_ASSIGN(c.headDim,
-               f.checkBound("head_dim = hidden_size / num_attention_heads",
-                            c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
-                            /*derived=*/true));
+  if (llvm::Error e = headDimFromHidden(f, c, ""))
+    return e;
   // transformers 4 named RoPE's base and fraction rotary_emb_base and
   // rotary_pct; transformers 5 keeps them as defaults (0.25 of each head).
   RopeDefaults defaults;

@@ -32,18 +32,22 @@ Shape shapeOf(const plan::Tensor &t) {
 
 } // namespace
 
-/// `prefill_<S>`: S, or 0 for any other name.
-static int64_t bucketTokens(std::string_view name) {
-  constexpr std::string_view kPrefix = "prefill_";
-  if (name.substr(0, kPrefix.size()) != kPrefix)
+/// `<prefix><N>` with N a positive integer: N; 0 for any other name.
+static int64_t numberAfter(std::string_view name, std::string_view prefix) {
+  if (name.substr(0, prefix.size()) != prefix)
     return 0;
-  std::string_view digits = name.substr(kPrefix.size());
+  std::string_view digits = name.substr(prefix.size());
   int64_t v = 0;
   auto [end, ec] =
       std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (ec != std::errc() || end != digits.data() + digits.size() || v < 1)
     return 0;
   return v;
+}
+
+/// `prefill_<S>`: S, or 0 for any other name.
+static int64_t bucketTokens(std::string_view name) {
+  return numberAfter(name, "prefill_");
 }
 
 Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
@@ -144,12 +148,8 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
     }
     if (isDecodeBucket) {
       // decode_<b>: b sequences of the same cache, fewer than the plan's.
-      int64_t b = 0;
-      std::string_view digits = std::string_view(name).substr(7);
-      auto [end, ec] =
-          std::from_chars(digits.data(), digits.data() + digits.size(), b);
-      if (ec != std::errc() || end != digits.data() + digits.size() ||
-          b != idShape[0] || b >= shape.batch)
+      int64_t b = numberAfter(name, "decode_");
+      if (b != idShape[0] || b >= shape.batch)
         return errorf("function '", name, "' takes ", idShape[0],
                       " sequences; a decode batch bucket decode_<b> takes b "
                       "< the plan's batch ", shape.batch);

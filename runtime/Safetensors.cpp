@@ -305,16 +305,23 @@ SafetensorsFile::entry(const std::string &name,
   return &e;
 }
 
+Expected<const SafetensorsFile::Entry *>
+SafetensorsFile::readableEntry(const std::string &name,
+                               const Shape &expectedShape) const {
+  auto found = entry(name, expectedShape);
+  if (found && !(*found)->readable)
+    return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
+                  (*found)->dtypeName, "; only BF16, F16 and F32 can be read");
+  return found;
+}
+
 Expected<std::vector<float>>
 SafetensorsFile::readFloats(const std::string &name,
                             const Shape &expectedFullShape) const {
-  auto found = entry(name, expectedFullShape);
+  auto found = readableEntry(name, expectedFullShape);
   if (!found)
     return found.status();
   const Entry &e = **found;
-  if (!e.readable)
-    return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
-                  e.dtypeName, "; only BF16, F16 and F32 can be read");
   int64_t n = numElements(e.shape);
   std::vector<float> out(static_cast<size_t>(n));
   // loadAsFloat copies element by element (memcpy): the data region need
@@ -327,13 +334,10 @@ Expected<std::vector<float>>
 SafetensorsFile::readSlice(const std::string &name, const Shape &fullShape,
                            const Shape &paddedShape,
                            const ShardSpec &spec) const {
-  auto found = entry(name, fullShape);
+  auto found = readableEntry(name, fullShape);
   if (!found)
     return found.status();
   const Entry &e = **found;
-  if (!e.readable)
-    return errorf("checkpoint '", path_, "': tensor '", name, "' has dtype ",
-                  e.dtypeName, "; only BF16, F16 and F32 can be read");
   auto indexMap = localIndexMap(fullShape, paddedShape, spec);
   if (!indexMap)
     return indexMap.status();

@@ -115,6 +115,9 @@ private:
   SafetensorsFile() = default;
   Expected<const Entry *> entry(const std::string &name,
                                 const Shape &expectedShape) const;
+  /// entry(), and of a dtype the readers convert (BF16, F16, F32).
+  Expected<const Entry *> readableEntry(const std::string &name,
+                                        const Shape &expectedShape) const;
 
   std::string path_;
   std::shared_ptr<const Mapping> map_;
