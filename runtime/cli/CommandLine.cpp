@@ -456,6 +456,34 @@ void CommandLine::addCuda() {
        "launch op by op instead (--profile and --trace need it); the last of "
        "--graph and --eager given wins",
        [this] { o_.graph = false; });
+  flag("--single-gpu-test",
+       "TESTS ONLY: run every rank of the plan on one GPU (the first of "
+       "--devices, else GPU 0) with the single-GPU test communicator instead "
+       "of NCCL, which refuses two ranks on one GPU; collectives are "
+       "device-side barriers and copies, correct but slow",
+       [this] { o_.singleGpuTest = true; });
+  value("--test-fault", "KIND:RANK", "none",
+        "TESTS ONLY, with --single-gpu-test: stuck-collective:R (rank R "
+        "skips its collectives, so its peers' wait until --timeout) or "
+        "failing-rank:R (rank R's step fails before it launches anything)",
+        [this](const std::string &v) -> Status {
+          size_t colon = v.find(':');
+          std::string kind = v.substr(0, colon);
+          int rank = -1;
+          if (colon != std::string::npos) {
+            const char *first = v.data() + colon + 1, *last = v.data() + v.size();
+            int r = -1;
+            auto [end, ec] = std::from_chars(first, last, r);
+            if (ec == std::errc() && end == last && first != last)
+              rank = r;
+          }
+          if (rank < 0 || (kind != "stuck-collective" && kind != "failing-rank"))
+            return errorf("--test-fault '", v, "': expected "
+                          "stuck-collective:RANK or failing-rank:RANK");
+          (kind == "stuck-collective" ? o_.testStuckRank
+                                      : o_.testFailingRank) = rank;
+          return Status::ok();
+        });
   value("--iters", "N", defaultOf(o_.iters),
         "after generation, time N decode steps after the --warmup untimed "
         "ones",
@@ -505,6 +533,10 @@ Status checkCombinations(const Options &o) {
     return errorf("--backend '", o.backend, "' is unknown; use cpu or cuda");
   if (o.backend != "cuda" && (o.iters || !o.graph || !o.devices.empty()))
     return errorf("--iters, --eager and --devices need --backend cuda");
+  if (o.singleGpuTest && o.backend != "cuda")
+    return errorf("--single-gpu-test needs --backend cuda");
+  if ((o.testStuckRank >= 0 || o.testFailingRank >= 0) && !o.singleGpuTest)
+    return errorf("--test-fault needs --single-gpu-test");
   if (o.strict && o.backend != "cpu")
     return errorf("--strict runs the CPU interpreter: use --backend cpu");
   if (o.strictSeed && !o.strict)

@@ -67,6 +67,10 @@ struct Options {
   double timeout = 120;
   std::string profile, trace;
   std::vector<int> devices;
+  /// Tests only: every rank on one GPU with the test communicator; with
+  /// --test-fault, a rank that skips its collectives or fails its step.
+  bool singleGpuTest = false;
+  int testStuckRank = -1, testFailingRank = -1;
   bool strict = false;
   std::optional<uint64_t> strictSeed;
   bool verifySchedule = true;

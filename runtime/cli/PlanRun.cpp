@@ -131,6 +131,9 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     eo.stepTimeoutSeconds = o.timeout;
     eo.profile = profiling;
     eo.devices = o.devices;
+    eo.singleGpuTest = o.singleGpuTest;
+    eo.testStuckRank = o.testStuckRank;
+    eo.testFailingRank = o.testFailingRank;
     auto runner = cuda::CudaRunner::create(plan, eo, processes);
     if (!runner)
       return errorf(path, ": ", runner.status().message());

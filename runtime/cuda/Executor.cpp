@@ -4,11 +4,14 @@
 #include "runtime/Threads.h"
 #include "runtime/Weights.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceComm.h"
 #include "runtime/cuda/DeviceSelect.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
+#include "runtime/cuda/LocalComm.h"
+#include "runtime/cuda/NcclComm.h"
 #include "runtime/cuda/RankFaults.h"
 #include "runtime/cuda/Resources.h"
 #include "runtime/cuda/StreamPlan.h"
@@ -28,36 +31,6 @@ using plan::OpCode;
 using plan::TensorKind;
 
 namespace {
-
-Expected<ncclDataType_t> ncclTypeOf(DType t) {
-  switch (t) {
-  case DType::F32:
-    return ncclFloat32;
-  case DType::F16:
-    return ncclFloat16;
-  case DType::BF16:
-    return ncclBfloat16;
-  case DType::I32:
-    return ncclInt32;
-  case DType::I64:
-    return ncclInt64;
-  }
-  return errorf("no NCCL type for dtype ", int(t));
-}
-
-ncclRedOp_t ncclOpOf(plan::ReduceKind k) {
-  switch (k) {
-  case plan::ReduceKind::Sum:
-    return ncclSum;
-  case plan::ReduceKind::Max:
-    return ncclMax;
-  case plan::ReduceKind::Min:
-    return ncclMin;
-  case plan::ReduceKind::Prod:
-    return ncclProd;
-  }
-  return ncclSum;
-}
 
 int64_t product(const Shape &s, size_t begin, size_t end) {
   int64_t p = 1;
@@ -205,9 +178,13 @@ public:
   /// Everything that can fail on this rank alone: memory, weights, streams,
   /// events, cuBLASLt, GEMM plans. No NCCL call (setUpRanks, RankFaults.h).
   Status setUp();
-  /// The NCCL communicators; only once every rank's setUp succeeded, since
+  /// Makes this rank's communicator of one (group, stream): NCCL's, or the
+  /// one-GPU test communicator's.
+  using CommFactory = std::function<Expected<std::unique_ptr<DeviceComm>>(
+      const CommKey &key, const GroupPosition &pos, size_t scratchBytes)>;
+  /// The communicators; only once every rank's setUp succeeded, since
   /// ncclCommInitRank waits for all the ranks of a communicator.
-  Status connect(const std::map<CommIdKey, ncclUniqueId> &ids);
+  Status connect(const CommFactory &make);
 
   /// `cancel` is set by the runner when another rank failed: a rank
   /// waiting in a collective then aborts instead of waiting for the timeout.
@@ -251,6 +228,8 @@ private:
   };
 
   Status prepareFunction(Function &fn);
+  /// Loads every kernel a step may launch (the single-GPU test mode).
+  Status loadEveryKernel();
   Status enqueue(Function &fn);
   Status runOp(Function &fn, int index, cudaStream_t stream);
   Status runCollective(Function &fn, int index, const plan::Op &op,
@@ -288,7 +267,8 @@ private:
   /// One communicator per (group, stream) the plan's collectives use, in
   /// planCommunicators order (StreamPlan::OpSync::comm indexes it).
   std::vector<CommKey> commKeys_;
-  std::vector<NcclComm> comms_;
+  std::vector<std::unique_ptr<DeviceComm>> comms_;
+  size_t collectiveBytes_ = 0; // the largest collective result or operand
   /// One handle (it holds no stream), one workspace per stream that runs a
   /// GEMM (null elsewhere): concurrent split-K GEMMs never share one.
   CublasLtHandle lt_;
@@ -319,9 +299,8 @@ void CudaRank::destroyGraphs() {
 }
 
 void CudaRank::abortComms() {
-  for (NcclComm &c : comms_)
-    if (c)
-      (void)ncclCommAbort(c.release());
+  for (auto &c : comms_)
+    c->abort();
 }
 
 void CudaRank::destroyComms() { comms_.clear(); }
@@ -400,22 +379,45 @@ Status CudaRank::setUp() {
   return Status::ok();
 }
 
-Status CudaRank::connect(const std::map<CommIdKey, ncclUniqueId> &ids) {
+Status CudaRank::connect(const CommFactory &make) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   const plan::Plan &p = plan_.root();
   // One communicator per (group, stream) the collectives use. Every rank
-  // creates them in the same (sorted) order, each from the id of its own
-  // group instance on that stream, so the blocking inits pair up.
+  // creates them in the same (sorted) order, each for its own group
+  // instance on that stream, so the blocking inits pair up.
   for (const CommKey &key : commKeys_) {
-    GroupPosition pos = groupPosition(p, key.group, rank_);
-    auto id = ids.find(communicatorIdOf(p, key, rank_));
-    if (id == ids.end())
-      return errorf("no NCCL id for group ", key.group, " instance ",
-                    pos.instanceKey, " on stream ", key.stream);
-    NcclComm comm;
-    BRAID_NCCL_CHECK(ncclCommInitRank(comm.out(), pos.size, id->second,
-                                      pos.rankInGroup));
-    comms_.push_back(std::move(comm));
+    auto comm = make(key, groupPosition(p, key.group, rank_), collectiveBytes_);
+    if (!comm)
+      return comm.status();
+    comms_.push_back(comm.take());
+  }
+  if (options_.singleGpuTest)
+    return loadEveryKernel();
+  return Status::ok();
+}
+
+Status CudaRank::loadEveryKernel() {
+  // With lazy loading (CUDA 12's default) the first launch of a kernel
+  // loads it, and loading may wait for every kernel running in the context.
+  // On one GPU a rank's collective spins until its peers arrive: a peer
+  // whose next launch loads a kernel would then wait for it forever.
+  // Instantiating a graph of each function loads all its kernels (and
+  // cuBLASLt's) up front; the graphs are thrown away.
+  cudaStream_t main = streams_[0].get();
+  for (auto &[index, fn] : functions_) {
+    BRAID_CUDA_CHECK(
+        cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+    Status st = enqueue(fn);
+    cudaGraph_t captured = nullptr;
+    cudaError_t end = cudaStreamEndCapture(main, &captured);
+    Graph graph(captured);
+    BRAID_CUDA_CHECK(end);
+    // A function this rank cannot run (a pipeline stage of another rank,
+    // whose send names this rank as its own peer) fails its own steps.
+    if (!st)
+      continue;
+    GraphExec exec;
+    BRAID_CUDA_CHECK(cudaGraphInstantiate(exec.out(), graph.get(), 0));
   }
   return Status::ok();
 }
@@ -556,6 +558,11 @@ Status CudaRank::prepareFunction(Function &fn) {
             cudaMemcpy(mem.get(), table.data(), bytes, cudaMemcpyHostToDevice));
         fn.ropeTables.emplace(int(i), std::move(mem));
       }
+      if (isCollectiveOpcode(code))
+        for (const auto *list : {op.operands(), op.results()})
+          if (list)
+            for (int t : *list)
+              collectiveBytes_ = std::max(collectiveBytes_, bytesOf(ref(fn, t)));
       size_t staging = 0;
       if (code == OpCode::AllGather)
         staging = bytesOf(ref(fn, op.results()->Get(0)));
@@ -582,37 +589,31 @@ Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
   OpCode code = syncOpcode(op.opcode());
   // The communicator of (group, this op's stream): never shared with
   // another stream.
-  ncclComm_t comm = comms_[size_t(fn.streams.ops[size_t(index)].comm)].get();
+  DeviceComm &comm = *comms_[size_t(fn.streams.ops[size_t(index)].comm)];
+  if (rank_ == options_.testStuckRank)
+    return Status::ok(); // its peers wait for it (a test of the timeout)
   int n = groupPosition(plan_.root(), op.group(), rank_).size;
   auto hasOperand = op.operands() && op.operands()->size() > 0;
   auto hasResult = op.results() && op.results()->size() > 0;
   TensorRef in = hasOperand ? ref(fn, op.operands()->Get(0)) : TensorRef();
   TensorRef out = hasResult ? ref(fn, op.results()->Get(0)) : TensorRef();
-  auto type = ncclTypeOf(hasOperand ? in.dtype : out.dtype);
-  if (!type)
-    return type.status();
-  size_t elem = dtypeSize(hasOperand ? in.dtype : out.dtype);
+  DType type = hasOperand ? in.dtype : out.dtype;
+  size_t elem = dtypeSize(type);
   void *staging = fn.staging.count(index) ? fn.staging[index].get() : nullptr;
 
   switch (code) {
   case OpCode::AllReduce:
-    BRAID_NCCL_CHECK(ncclAllReduce(in.data, out.data, size_t(numElements(in.shape)),
-                                   *type, ncclOpOf(op.reduce_kind()), comm,
-                                   stream));
-    return Status::ok();
+    return comm.allReduce(in.data, out.data, size_t(numElements(in.shape)),
+                          type, op.reduce_kind(), stream);
   case OpCode::Broadcast:
-    BRAID_NCCL_CHECK(ncclBroadcast(in.data, out.data,
-                                   size_t(numElements(in.shape)), *type,
-                                   int(op.root()), comm, stream));
-    return Status::ok();
+    return comm.broadcast(in.data, out.data, size_t(numElements(in.shape)),
+                          type, int(op.root()), stream);
   case OpCode::Send:
-    BRAID_NCCL_CHECK(ncclSend(in.data, size_t(numElements(in.shape)), *type,
-                              int(op.peer()), comm, stream));
-    return Status::ok();
+    return comm.send(in.data, size_t(numElements(in.shape)), type,
+                     int(op.peer()), stream);
   case OpCode::Recv:
-    BRAID_NCCL_CHECK(ncclRecv(out.data, size_t(numElements(out.shape)), *type,
-                              int(op.peer()), comm, stream));
-    return Status::ok();
+    return comm.recv(out.data, size_t(numElements(out.shape)), type,
+                     int(op.peer()), stream);
   case OpCode::AllGather: {
     // NCCL concatenates the ranks' buffers: [n, local...]. Along a dim with
     // outer extent > 1 that layout is permuted into place.
@@ -620,13 +621,9 @@ Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
     int64_t outer = product(in.shape, 0, d), ld = in.shape[d],
             inner = product(in.shape, d + 1, in.shape.size());
     size_t count = size_t(numElements(in.shape));
-    if (outer == 1) {
-      BRAID_NCCL_CHECK(ncclAllGather(in.data, out.data, count, *type, comm,
-                                     stream));
-      return Status::ok();
-    }
-    BRAID_NCCL_CHECK(ncclAllGather(in.data, staging, count, *type, comm,
-                                   stream));
+    if (outer == 1)
+      return comm.allGather(in.data, out.data, count, type, stream);
+    BRAID_RETURN_IF_ERROR(comm.allGather(in.data, staging, count, type, stream));
     return stridedCopy(out.data, {ld * inner, n * ld * inner, inner, 1},
                        staging, {outer * ld * inner, ld * inner, inner, 1},
                        {n, outer, ld, inner}, elem, stream);
@@ -646,10 +643,8 @@ Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
           stream));
       src = staging;
     }
-    BRAID_NCCL_CHECK(ncclReduceScatter(src, out.data, recv, *type,
-                                       ncclOpOf(op.reduce_kind()), comm,
-                                       stream));
-    return Status::ok();
+    return comm.reduceScatter(src, out.data, recv, type, op.reduce_kind(),
+                              stream);
   }
   case OpCode::AllToAll: {
     size_t s = size_t(op.split_dim()), c = size_t(op.concat_dim());
@@ -663,14 +658,8 @@ Status CudaRank::runCollective(Function &fn, int index, const plan::Op &op,
         sendBuf, {outerS * ls * innerS, ls * innerS, innerS, 1}, in.data,
         {ls * innerS, fullS * innerS, innerS, 1}, {n, outerS, ls, innerS},
         elem, stream));
-    BRAID_NCCL_CHECK(ncclGroupStart());
-    for (int j = 0; j < n; ++j) {
-      BRAID_NCCL_CHECK(ncclSend(sendBuf + size_t(j * piece) * elem,
-                                size_t(piece), *type, j, comm, stream));
-      BRAID_NCCL_CHECK(ncclRecv(recvBuf + size_t(j * piece) * elem,
-                                size_t(piece), *type, j, comm, stream));
-    }
-    BRAID_NCCL_CHECK(ncclGroupEnd());
+    BRAID_RETURN_IF_ERROR(
+        comm.allToAll(sendBuf, recvBuf, size_t(piece), type, stream));
     // Received pieces, in rank order, concatenated along the concat dim.
     Shape pieceShape = in.shape;
     pieceShape[s] = ls;
@@ -879,20 +868,14 @@ Status CudaRank::waitForStep(cudaEvent_t done,
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     cudaError_t q = cudaEventQuery(done);
+    // A communicator's error can also end a step: the test communicator's
+    // waits return when they time out.
+    for (const auto &comm : comms_)
+      BRAID_RETURN_IF_ERROR(comm->asyncError());
     if (q == cudaSuccess)
       return Status::ok();
     if (q != cudaErrorNotReady)
       BRAID_CUDA_CHECK(q);
-    for (const NcclComm &owned : comms_) {
-      ncclComm_t c = owned.get();
-      ncclResult_t async = ncclSuccess;
-      if (c && ncclCommGetAsyncError(c, &async) == ncclSuccess &&
-          async != ncclSuccess && async != ncclInProgress) {
-        std::string detail = ncclGetLastError(c);
-        return errorf("NCCL asynchronous error: ", ncclGetErrorString(async),
-                      detail.empty() ? "" : " (" + detail + ")");
-      }
-    }
     if (cancel.load())
       return errorf("aborted: another rank failed");
     double waited = std::chrono::duration<double>(
@@ -921,6 +904,8 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
                                       StepTiming &timing,
                                       const std::atomic<bool> &cancel) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  if (rank_ == options_.testFailingRank)
+    return errorf("failed on purpose (a test of a rank failing alone)");
   int fi = plan_.functionIndex(function);
   if (fi < 0)
     return errorf("plan has no function '", function, "'");
@@ -1023,14 +1008,24 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   if (options.profile && options.graph)
     return errorf("per-op profiling needs eager launch: a CUDA Graph "
                   "replays as one launch");
-  auto devices = usableDeviceCount();
-  if (!devices)
-    return devices.status();
   const plan::Plan &p = plan.root();
   int world = p.world_size();
   if (processes && processes->size() != world)
     return errorf("the plan was compiled for ", world, " ranks; the run has ",
                   processes->size(), " processes");
+  bool oneGpu = options.singleGpuTest;
+  if (oneGpu && processes)
+    return errorf("the single-GPU test communicator runs every rank in one "
+                  "process, not one process per rank");
+  if (oneGpu && options.devices.size() > 1)
+    return errorf("the single-GPU test communicator runs every rank on one "
+                  "GPU; ", options.devices.size(), " were named");
+  if (!oneGpu && (options.testStuckRank >= 0 || options.testFailingRank >= 0))
+    return errorf("injected rank faults need the single-GPU test "
+                  "communicator");
+  auto devices = usableDeviceCount();
+  if (!devices)
+    return devices.status();
 
   // This process's ranks and their GPUs (DeviceSelect.h). One process per
   // rank: its local rank picks, modulo the GPUs it sees (one, when the
@@ -1040,16 +1035,16 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   for (int r = 0; r < world; ++r)
     if (!processes || r == processes->rank())
       held.push_back(r);
-  if (!processes && options.devices.empty() && world > *devices)
+  if (!processes && !oneGpu && options.devices.empty() && world > *devices)
     return errorf("the plan has ", world, " ranks but this process sees ",
                   *devices, " GPUs; one process runs one rank per GPU (or "
                   "start one process per rank with mpirun/srun)");
   for (int r : held) {
-    int slot = processes ? processes->localRank() : r;
+    int slot = processes ? processes->localRank() : oneGpu ? 0 : r;
     auto gpu = selectDevice(slot, *devices, options.devices);
     if (!gpu)
       return errorf("rank ", r, ": ", gpu.status().message());
-    if (std::count(gpus.begin(), gpus.end(), *gpu))
+    if (!oneGpu && std::count(gpus.begin(), gpus.end(), *gpu))
       return errorf("GPU ", *gpu, " is named for two ranks; NCCL needs one "
                     "GPU per rank");
     gpus.push_back(*gpu);
@@ -1060,6 +1055,8 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   // depends on the plan alone) for several.
   std::map<CommIdKey, ncclUniqueId> ids;
   Status made = [&]() -> Status {
+    if (oneGpu)
+      return Status::ok();
     for (const CommIdKey &key : planCommunicatorIds(p)) {
       ncclUniqueId &id = ids[key] = ncclUniqueId{};
       if (!processes || processes->rank() == 0)
@@ -1094,6 +1091,21 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   for (size_t i = 0; i < held.size(); ++i)
     runner->ranks_.push_back(
         std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
+  // The test communicator gives up a little before the host does, so the
+  // error names the rank that waited and the one it waited for.
+  LocalCommRegistry local(options.stepTimeoutSeconds * 0.9);
+  CudaRank::CommFactory make =
+      [&](const CommKey &key, const GroupPosition &pos,
+          size_t scratchBytes) -> Expected<std::unique_ptr<DeviceComm>> {
+    CommIdKey id{pos.instanceKey, key.stream};
+    if (oneGpu)
+      return local.join(id, pos.size, pos.rankInGroup, scratchBytes);
+    auto found = ids.find(id);
+    if (found == ids.end())
+      return errorf("no NCCL id for group ", key.group, " instance ",
+                    pos.instanceKey, " on stream ", key.stream);
+    return createNcclComm(found->second, pos.size, pos.rankInGroup);
+  };
   // Every rank's NCCL initialization waits for all the others, so the
   // ranks (of every process) first set up all that can fail alone and meet
   // at a barrier; they connect only if none failed (RankFaults.h).
@@ -1105,7 +1117,7 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   BRAID_RETURN_IF_ERROR(setUpRanks(
       held.size(),
       [&](size_t i) { return named(i, runner->ranks_[i]->setUp()); },
-      [&](size_t i) { return named(i, runner->ranks_[i]->connect(ids)); },
+      [&](size_t i) { return named(i, runner->ranks_[i]->connect(make)); },
       processes, "the GPU rank threads"));
   return runner;
 }
@@ -1113,14 +1125,24 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
 Expected<std::vector<TensorMap>>
 CudaRunner::run(const std::string &function,
                 const std::vector<TensorMap> &inputs) {
+  return runPerRank(std::vector<std::string>(ranks_.size(), function), inputs);
+}
+
+Expected<std::vector<TensorMap>>
+CudaRunner::runPerRank(const std::vector<std::string> &functions,
+                       const std::vector<TensorMap> &inputs) {
   size_t world = ranks_.size();
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks; this process runs ",
                   world);
+  if (functions.size() != world)
+    return errorf("got functions for ", functions.size(),
+                  " ranks; this process runs ", world);
   // Checked before any rank starts (every rank holds the same plan): a
   // wrong name is not a failed step, and the runner stays usable.
-  if (!ranks_.empty() && !ranks_[0]->hasFunction(function))
-    return errorf("plan has no function '", function, "'");
+  for (const std::string &function : functions)
+    if (!ranks_.empty() && !ranks_[0]->hasFunction(function))
+      return errorf("plan has no function '", function, "'");
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
@@ -1128,7 +1150,7 @@ CudaRunner::run(const std::string &function,
   BRAID_RETURN_IF_ERROR(runOnThreads(
       world,
       [&](size_t r) {
-        results[r] = ranks_[r]->run(function,
+        results[r] = ranks_[r]->run(functions[r],
                                     inputs[inputs.size() == 1 ? 0 : r],
                                     timings[r], cancel);
         if (!results[r]->hasValue())

@@ -59,6 +59,15 @@ struct ExecutorOptions {
   /// Run matmul -> bias add -> tanh GELU chains as one cuBLASLt GEMM with
   /// an epilogue (GemmFusion.h); off: every op is its own launch.
   bool fuseEpilogues = true;
+  /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
+  /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses
+  /// two ranks on one GPU.
+  bool singleGpuTest = false;
+  /// Tests only, with singleGpuTest (-1: none): a rank that enqueues none
+  /// of its collectives, so its peers' are stuck; a rank whose step fails
+  /// before it enqueues anything.
+  int testStuckRank = -1;
+  int testFailingRank = -1;
   /// Time every op with CUDA events (eager only: a graph replays as one
   /// launch and has no per-op boundaries to record).
   bool profile = false;
@@ -93,6 +102,11 @@ public:
   /// for all; the result has one map per held rank.
   Expected<std::vector<TensorMap>> run(const std::string &function,
                                        const std::vector<TensorMap> &inputs);
+  /// One step in which held rank i runs functions[i] (pipeline stages that
+  /// exchange with send/recv); otherwise as run.
+  Expected<std::vector<TensorMap>>
+  runPerRank(const std::vector<std::string> &functions,
+             const std::vector<TensorMap> &inputs);
   /// The first held rank's timing of the last step.
   const StepTiming &lastTiming() const { return timing_; }
   /// The first held rank's per-op times of the last step (options.profile).

@@ -28,6 +28,7 @@
 //   copies:      2 * bytes copied
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/DeviceConvert.cuh"
 #include "runtime/cuda/DeviceKernels.h"
 
 #include <cuda_bf16.h>
@@ -57,58 +58,6 @@ __device__ __forceinline__ int64_t globalThread() {
 }
 __device__ __forceinline__ int64_t gridThreads() {
   return int64_t(gridDim.x) * blockDim.x;
-}
-
-//===----------------------------------------------------------------------===//
-// Storage <-> fp32
-//===----------------------------------------------------------------------===//
-
-__device__ __forceinline__ float load(In t, int64_t i) {
-  switch (t.dt) {
-  case Dt::F32:
-    return static_cast<const float *>(t.data)[i];
-  case Dt::F16:
-    return __half2float(static_cast<const __half *>(t.data)[i]);
-  case Dt::BF16:
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(t.data)[i]);
-  case Dt::I32:
-    return float(static_cast<const int32_t *>(t.data)[i]);
-  case Dt::I64:
-    return float(static_cast<const int64_t *>(t.data)[i]);
-  }
-  return 0.0f;
-}
-
-/// Integer reads (ids, positions); float storage truncates, as loadAsInt.
-__device__ __forceinline__ int64_t loadInt(In t, int64_t i) {
-  switch (t.dt) {
-  case Dt::I32:
-    return static_cast<const int32_t *>(t.data)[i];
-  case Dt::I64:
-    return static_cast<const int64_t *>(t.data)[i];
-  default:
-    return int64_t(load(t, i));
-  }
-}
-
-__device__ __forceinline__ void store(Out t, int64_t i, float v) {
-  switch (t.dt) {
-  case Dt::F32:
-    static_cast<float *>(t.data)[i] = v;
-    return;
-  case Dt::F16:
-    static_cast<__half *>(t.data)[i] = __float2half_rn(v);
-    return;
-  case Dt::BF16:
-    static_cast<__nv_bfloat16 *>(t.data)[i] = __float2bfloat16_rn(v);
-    return;
-  case Dt::I32:
-    static_cast<int32_t *>(t.data)[i] = int32_t(v); // toward zero
-    return;
-  case Dt::I64:
-    static_cast<int64_t *>(t.data)[i] = int64_t(v);
-    return;
-  }
 }
 
 //===----------------------------------------------------------------------===//

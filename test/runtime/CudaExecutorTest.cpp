@@ -29,12 +29,6 @@ namespace plan = braid::plan;
 namespace {
 
 
-std::vector<float> wave(int64_t n, float phase) {
-  std::vector<float> v;
-  for (int64_t i = 0; i < n; ++i)
-    v.push_back(std::sin(0.37f * float(i) + phase) * 2.0f);
-  return v;
-}
 
 /// Runs `steps` (function, inputs) on the interpreter and on the GPU in
 /// eager and graph mode; compares every output. Skips after the

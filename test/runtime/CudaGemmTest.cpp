@@ -299,12 +299,6 @@ TEST(CudaGemmGpu, ZeroContractionWritesZeros) {
 
 namespace {
 
-std::vector<float> wave(int64_t n, float phase) {
-  std::vector<float> v;
-  for (int64_t i = 0; i < n; ++i)
-    v.push_back(std::sin(0.37f * float(i) + phase) * 2.0f);
-  return v;
-}
 
 // The plan on the interpreter and on the GPU, eager and graph; outputs
 // compared. The CPU half runs everywhere.

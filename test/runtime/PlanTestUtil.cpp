@@ -1,6 +1,8 @@
 //===- PlanTestUtil.cpp - Build small plans in tests ----------------------===//
 #include "test/runtime/PlanTestUtil.h"
 
+#include <cmath>
+
 namespace braid::rt::test {
 
 int FnBuilder::tensor(Shape shape, DType dtype, TensorKind kind, int ref) {
@@ -133,6 +135,13 @@ PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
   f.op(OpCode::AllReduce, {p}, {y}).group = 0;
   f.output("y", y);
   return pb;
+}
+
+std::vector<float> wave(int64_t n, float phase) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(std::sin(0.37f * float(i) + phase) * 2.0f);
+  return v;
 }
 
 } // namespace braid::rt::test

@@ -49,6 +49,10 @@ private:
   plan::PlanT plan_;
 };
 
+/// n values of a sine wave of amplitude 2 (test inputs that differ per
+/// element and per phase).
+std::vector<float> wave(int64_t n, float phase);
+
 /// Megatron MLP on `tp` ranks, function "prefill", input "x" [batch,
 /// tokens, hidden], output "y": y = all_reduce(gelu_tanh(rms_norm(x) W1^T)
 /// W2^T), W1 ("mlp.up_proj.weight", [inter, hidden]) column-parallel and W2

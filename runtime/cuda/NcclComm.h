@@ -1,0 +1,26 @@
+//===- NcclComm.h - DeviceComm over an NCCL communicator ---------*- C++ -*-===//
+//
+// The production communicator: one ncclComm_t per (group instance, stream),
+// created with ncclCommInitRank (which blocks until every rank of the
+// instance calls it: RankFaults.h orders that after every rank's fallible
+// set-up). Destroyed with ncclCommDestroy unless abort() ran first.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_CUDA_NCCLCOMM_H
+#define BRAID_RUNTIME_CUDA_NCCLCOMM_H
+
+#include "runtime/cuda/DeviceComm.h"
+
+#include <nccl.h>
+
+#include <memory>
+
+namespace braid::rt::cuda {
+
+/// Rank `rank` of `size` of the communicator `id` names (blocking init).
+Expected<std::unique_ptr<DeviceComm>>
+createNcclComm(const ncclUniqueId &id, int size, int rank);
+
+} // namespace braid::rt::cuda
+
+#endif // BRAID_RUNTIME_CUDA_NCCLCOMM_H
