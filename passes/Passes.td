@@ -74,6 +74,74 @@ def BraidFuseCollectivesPass
   ];
 }
 
+def BraidSequenceParallelPass
+    : Pass<"braid-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "Run the residual stream and its norms on 1/tp of the tokens (Megatron sequence parallelism)";
+  let description = [{
+    In a tensor-parallel layer every rank holds the whole residual stream:
+    the row-parallel matmul's `all_reduce` gives each rank all tokens, and
+    the residual add and the next norm run on all of them, tp times over.
+    Megatron-LM's sequence parallelism (Korthikanti et al., 2022) replaces
+    the `all_reduce` by a `reduce_scatter` along the tokens, runs the
+    token-wise ops on the rank's token shard, and `all_gather`s the tokens
+    back right before the ops that need them all (the next column-parallel
+    matmul, attention, the last-token slice before the LM head). A ring
+    all_reduce is a reduce_scatter plus an all_gather, so the bytes on the
+    wire are the same; the norm-region activations and their work shrink
+    by tp.
+
+    The region: every synchronous `all_reduce sum` over one group whose
+    result is `[B, S, ...]` with S divisible by the group size, closed under
+    token-wise ops whose other operands are region values of the same type
+    or unsharded parameters that broadcast over the tokens: `add`, `mul`,
+    `rms_norm`, `layer_norm`, `silu`, `gelu`. Any other reader of a region
+    value (a matmul, a slice, the function's results) reads an
+    `all_gather` of it, inserted before its first such reader.
+
+    Before (one layer's attention output and the next norm):
+    ```mlir
+    %r = braid.all_reduce sum %o on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+    %h = braid.add %x, %r : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+    %n = braid.rms_norm %h, %w {epsilon = 1.0e-05 : f64} : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
+    %u = braid.matmul %n, %up {transpose_b} : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+    ```
+    After, at tp 2 (`%x` is itself a region value, now `%xs`):
+    ```mlir
+    %rs = braid.reduce_scatter sum %o on @tp dim 1 : tensor<1x8x64xf32> -> tensor<1x4x64xf32>
+    %hs = braid.add %xs, %rs : (tensor<1x4x64xf32>, tensor<1x4x64xf32>) -> tensor<1x4x64xf32>
+    %ns = braid.rms_norm %hs, %w {epsilon = 1.0e-05 : f64} : (tensor<1x4x64xf32>, tensor<64xf32>) -> tensor<1x4x64xf32>
+    %n = braid.all_gather %ns on @tp dim 1 : tensor<1x4x64xf32> -> tensor<1x8x64xf32>
+    %u = braid.matmul %n, %up {transpose_b} : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+    ```
+    On the CPU interpreter the rewrite is exact: a reduce_scatter reduces
+    in the same rank order as an all_reduce, and the token-wise ops compute
+    each token as before.
+
+    Applied per function, only where it pays: the rewritten function is
+    priced against the original on `target`'s timeline (braid-estimate's
+    model) and kept when its step is faster. `force` applies it wherever
+    it is legal (tests; decode-sized steps). Functions whose token count the
+    group size does not divide (a one-token decode step) are left alone:
+    padding is not implemented. `report` prints, per function, what was
+    rewritten or why not, with the two step times.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"megatron\"",
+           "megatron, or off">,
+    Option<"force", "force", "bool", "false",
+           "rewrite wherever legal, without asking the cost model">,
+    Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
+           "hardware target whose cost model decides (a preset name or a JSON file)">,
+    Option<"report", "report", "bool", "false",
+           "print what was rewritten, and why not, to stderr">
+  ];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+  let statistics = [
+    Statistic<"numReduceScatters", "reduce-scatters",
+              "all_reduces rewritten into reduce_scatter + all_gather">
+  ];
+}
+
 def BraidPlanMemoryPass : Pass<"braid-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every tensor in a per-rank arena by liveness";
   let description = [{

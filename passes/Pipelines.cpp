@@ -6,8 +6,15 @@
 
 void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
                                  const PipelineOptions &options) {
+  mlir::braid::BraidSequenceParallelPassOptions sp;
+  sp.mode = options.sequenceParallel;
+  sp.force = options.sequenceParallelForce;
+  sp.target = options.target;
+  sp.report = options.report;
+  // Fold parallel blocks' reductions first: SP then scatters the one left.
   if (options.fuseCollectives)
     pm.addPass(mlir::braid::createBraidFuseCollectivesPass());
+  pm.addPass(mlir::braid::createBraidSequenceParallelPass(sp));
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
   // Nothing leaves the compiler unless its schedule is proven safe.
@@ -17,6 +24,7 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
 void braid::registerPipelines() {
   mlir::PassPipelineRegistration<>(
       "braid-default-pipeline",
-      "braid-compile's pipeline: simplify, plan memory, verify the schedule",
+      "braid-compile's pipeline: sequence parallelism where it pays, "
+      "simplify, plan memory, verify the schedule",
       [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
 }

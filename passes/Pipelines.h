@@ -4,6 +4,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+
 namespace braid {
 
 /// What braid-compile runs between import and translation (also
@@ -14,6 +16,12 @@ namespace braid {
 /// tests say they do not change the answer beyond rounding.
 struct PipelineOptions {
   bool fuseCollectives = false; // braid-fuse-collectives (reassociates sums)
+  /// braid-sequence-parallel: "megatron" (where the cost model says it
+  /// pays on `target`, or wherever legal with spForce) or "off".
+  std::string sequenceParallel = "megatron";
+  bool sequenceParallelForce = false;
+  std::string target = "h100-sxm-x8";
+  bool report = false; // passes that can say what they did and why
 };
 
 void buildDefaultPipeline(mlir::OpPassManager &pm,

@@ -8,6 +8,7 @@
 #include "passes/InitAll.h"
 #include "passes/MemoryPlan.h"
 #include "passes/Pipelines.h"
+#include "passes/StepStats.h"
 #include "translate/PlanExport.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -42,13 +43,39 @@ static cl::opt<bool> fuseCollectives(
              "all_reduce(a) + all_reduce(b) into all_reduce(a + b) (parallel "
              "attention/MLP blocks); reassociates sums, so off by default"),
     cl::cat(compileCategory));
+static cl::opt<std::string> sequenceParallel(
+    "sp",
+    cl::desc("Sequence parallelism in the default pipeline: megatron (the "
+             "default: reduce_scatter / all_gather around the token-wise ops "
+             "where the cost model of --target says the step gets faster) "
+             "or off"),
+    cl::value_desc("megatron|off"), cl::init("megatron"),
+    cl::cat(compileCategory));
+static cl::opt<bool> sequenceParallelForce(
+    "sp-force",
+    cl::desc("Apply --sp wherever it is legal, whatever the cost model says "
+             "(tests; small models)"),
+    cl::cat(compileCategory));
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("Hardware target (preset name or JSON file) whose cost model "
+             "decides where the passes pay (default h100-sxm-x8)"),
+    cl::init("h100-sxm-x8"), cl::cat(compileCategory));
 static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Write the compiled IR instead of the "
                                        "plan"),
                               cl::cat(compileCategory));
 static cl::opt<bool> report(
     "report", cl::desc("Print each function's arena size and its liveness "
-                       "lower bound"),
+                       "lower bound; and, on stderr, where sequence "
+                       "parallelism was applied and why not elsewhere"),
+    cl::cat(compileCategory));
+
+static cl::opt<bool> stepStats(
+    "step-stats",
+    cl::desc("Print per-rank parameter, activation and KV-cache bytes, FLOPs "
+             "and collective bytes of each compiled function (braid-import "
+             "--stats, after the pass pipeline)"),
     cl::cat(compileCategory));
 
 static int fail(const llvm::Twine &message) {
@@ -84,6 +111,10 @@ int main(int argc, char **argv) {
   if (passPipeline.empty()) {
     braid::PipelineOptions pipeline;
     pipeline.fuseCollectives = fuseCollectives;
+    pipeline.sequenceParallel = sequenceParallel;
+    pipeline.sequenceParallelForce = sequenceParallelForce;
+    pipeline.target = target;
+    pipeline.report = report;
     braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
@@ -106,6 +137,18 @@ int main(int argc, char **argv) {
                    << (bound ? std::to_string(bound.getInt()) : "unknown")
                    << " bytes\n";
     }
+
+  if (stepStats) {
+    std::vector<mlir::braid::StepStats> all;
+    for (auto func : (**module).getOps<mlir::func::FuncOp>()) {
+      auto st = mlir::braid::computeStepStats(func);
+      if (!st)
+        return fail("--step-stats: " + llvm::toString(st.takeError()));
+      all.push_back(std::move(*st));
+    }
+    for (const mlir::braid::StepStats &st : all)
+      mlir::braid::printStepStats(llvm::outs(), st);
+  }
 
   std::string err;
   auto out = mlir::openOutputFile(outputPath, &err);
