@@ -91,7 +91,7 @@ def BraidSequenceParallelPass
     by tp.
 
     The region: every synchronous `all_reduce sum` over one group whose
-    result is `[B, S, ...]` with S divisible by the group size, closed under
+    result is `[B, S, ...]` with S (or B) divisible by the group size, closed under
     token-wise ops whose other operands are region values of the same type
     or unsharded parameters that broadcast over the tokens: `add`, `mul`,
     `rms_norm`, `layer_norm`, `silu`, `gelu`. Any other reader of a region
@@ -117,12 +117,15 @@ def BraidSequenceParallelPass
     in the same rank order as an all_reduce, and the token-wise ops compute
     each token as before.
 
+    When the tokens of a step do not divide by the group size but the batch
+    does (decode at batch >= tp), the shards cut the batch (dim 0) instead.
+
     Applied per function, only where it pays: the rewritten function is
     priced against the original on `target`'s timeline (braid-estimate's
     model) and kept when its step is faster. `force` applies it wherever
-    it is legal (tests; decode-sized steps). Functions whose token count the
-    group size does not divide (a one-token decode step) are left alone:
-    padding is not implemented. `report` prints, per function, what was
+    it is legal (tests; decode-sized steps). Functions whose tokens and
+    batch the group size both fail to divide (one sequence's decode step)
+    are left alone: padding is not implemented. `report` prints, per function, what was
     rewritten or why not, with the two step times.
   }];
   let options = [

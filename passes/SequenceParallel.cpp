@@ -27,8 +27,9 @@ using namespace mlir::braid;
 
 namespace {
 
-/// The token dimension of [B, S, ...] activations.
-constexpr int64_t kTokenDim = 1;
+/// The token dimension of [B, S, ...] activations; the batch dimension
+/// serves when the tokens of one step do not divide (decode).
+constexpr int64_t kTokenDim = 1, kBatchDim = 0;
 
 /// A tensor every rank holds whole and that carries no token dimension a
 /// region value would need cut: an unsharded parameter (through reshapes).
@@ -39,19 +40,24 @@ bool isReplicatedParameter(Value v) {
   return param && !param.getShardDim();
 }
 
-/// `rhs` broadcasts against region value `lhs` without a token extent of
-/// its own: its dims aligned with lhs's token dim (if any) are 1.
+/// `rhs` broadcasts against region value `lhs` without a batch or token
+/// extent of its own: its dims aligned with lhs's first two (if any) are 1.
 bool broadcastsOverTokens(Value rhs, Value lhs) {
   auto r = cast<RankedTensorType>(rhs.getType());
   auto l = cast<RankedTensorType>(lhs.getType());
-  int64_t aligned = kTokenDim - (l.getRank() - r.getRank());
-  return aligned < 0 || r.getDimSize(aligned) == 1;
+  for (int64_t d : {kBatchDim, kTokenDim}) {
+    int64_t aligned = d - (l.getRank() - r.getRank());
+    if (aligned >= 0 && r.getDimSize(aligned) != 1)
+      return false;
+  }
+  return true;
 }
 
 /// What the rewrite of one function found.
 struct Region {
   FlatSymbolRefAttr group;
   int64_t groupSize = 1;
+  int64_t dim = kTokenDim; // what the shards cut: the tokens, or the batch
   SmallVector<AllReduceOp> seeds;        // become reduce_scatters
   llvm::SetVector<Operation *> ops;      // token-wise ops on the shards
   llvm::DenseSet<Value> values;          // seeds' and ops' results
@@ -110,11 +116,11 @@ public:
     for (Operation *op : order) {
       OpBuilder b(op);
       Value result = op->getResult(0);
-      auto type = shardType(result.getType(), region.groupSize);
+      auto type = shardType(result.getType(), region.dim, region.groupSize);
       if (auto ar = dyn_cast<AllReduceOp>(op)) {
         auto rs = ReduceScatterOp::create(b, ar.getLoc(), type, ar.getInput(),
                                           ar.getGroupAttr(), ar.getKindAttr(),
-                                          b.getI64IntegerAttr(kTokenDim));
+                                          b.getI64IntegerAttr(region.dim));
         shard.map(result, rs.getResult());
         continue;
       }
@@ -138,7 +144,7 @@ public:
       OpBuilder b(first);
       auto gathered = AllGatherOp::create(
           b, op->getLoc(), full.getType(), shard.lookup(full), region.group,
-          b.getI64IntegerAttr(kTokenDim));
+          b.getI64IntegerAttr(region.dim));
       full.replaceUsesWithIf(gathered.getResult(), [&](OpOperand &use) {
         return !replaced.contains(use.getOwner());
       });
@@ -161,21 +167,28 @@ private:
       return "the all_reduce's group has one rank";
     if (region.group && region.group != ar.getGroupAttr())
       return "all_reduces over two groups";
-    int64_t tokens = type.getDimSize(kTokenDim);
-    if (tokens % size != 0)
-      return llvm::formatv("{0} tokens do not divide by the group size {1} "
-                           "(padding is not implemented)",
-                           tokens, size)
-          .str();
-    // Every shard of the function has the same [B, S / tp] prefix.
+    int64_t batch = type.getDimSize(kBatchDim),
+            tokens = type.getDimSize(kTokenDim);
+    // Every shard of the function has the same [B, S] prefix, cut along
+    // the same dim: the tokens when they divide, else the batch.
     if (!region.seeds.empty()) {
       auto first = cast<RankedTensorType>(region.seeds.front().getType());
-      if (first.getDimSize(0) != type.getDimSize(0) ||
+      if (first.getDimSize(kBatchDim) != batch ||
           first.getDimSize(kTokenDim) != tokens)
         return "all_reduces over different batch or token extents";
     }
+    int64_t dim = tokens % size == 0 ? kTokenDim
+                  : batch % size == 0 ? kBatchDim
+                                      : -1;
+    if (dim < 0)
+      return llvm::formatv("neither the {0} tokens nor the batch of {1} "
+                           "divide by the group size {2} (padding is not "
+                           "implemented)",
+                           tokens, batch, size)
+          .str();
     region.group = ar.getGroupAttr();
     region.groupSize = size;
+    region.dim = dim;
     return "";
   }
 
@@ -210,10 +223,11 @@ private:
     return false;
   }
 
-  static RankedTensorType shardType(Type full, int64_t groupSize) {
+  static RankedTensorType shardType(Type full, int64_t dim,
+                                    int64_t groupSize) {
     auto t = cast<RankedTensorType>(full);
     SmallVector<int64_t> shape(t.getShape());
-    shape[kTokenDim] /= groupSize;
+    shape[dim] /= groupSize;
     return RankedTensorType::get(shape, t.getElementType());
   }
 
@@ -285,9 +299,11 @@ struct BraidSequenceParallelPass
       rewriter.rewrite(region);
       numReduceScatters += sites;
       say(llvm::formatv("{0}: {1} all_reduces -> reduce_scatter + all_gather "
-                        "over {2} (dim {3}), {4} ops on 1/{5} of the tokens{6}",
-                        name, sites, region.group.getValue(), kTokenDim, ops,
-                        region.groupSize, priced.empty() ? " (forced)" : priced)
+                        "over {2} (dim {3}), {4} ops on 1/{5} of the {6}{7}",
+                        name, sites, region.group.getValue(), region.dim, ops,
+                        region.groupSize,
+                        region.dim == kTokenDim ? "tokens" : "sequences",
+                        priced.empty() ? " (forced)" : priced)
               .str());
     }
   }

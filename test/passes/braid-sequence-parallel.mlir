@@ -76,14 +76,31 @@ func.func @batch_and_unknown_operands(%e: tensor<2x6x8xf32>, %f: tensor<2x6x8xf3
   return %n, %a, %m : tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>
 }
 
-// Tokens the group size does not divide (padding is not implemented).
+// Neither the tokens nor the batch divide by the group size (padding is
+// not implemented).
 // CHECK-LABEL: func.func @odd_tokens
 // CHECK-NEXT: braid.all_reduce sum
-// REPORT: braid-sequence-parallel: @odd_tokens: left alone: 7 tokens do not divide by the group size 2 (padding is not implemented)
+// REPORT: braid-sequence-parallel: @odd_tokens: left alone: neither the 7 tokens nor the batch of 1 divide by the group size 2 (padding is not implemented)
 func.func @odd_tokens(%e: tensor<1x7x8xf32>, %w: tensor<8xf32>) -> tensor<1x7x8xf32> {
   %x = braid.all_reduce sum %e on @tp : tensor<1x7x8xf32> -> tensor<1x7x8xf32>
   %y = braid.silu %x : tensor<1x7x8xf32>
   return %y : tensor<1x7x8xf32>
+}
+
+// One token per sequence (decode) but 4 sequences: the shards cut the
+// batch; a bias that broadcasts over both stays whole.
+// CHECK-LABEL: func.func @decode_batch
+// CHECK-NEXT: %[[X:.*]] = braid.reduce_scatter sum %arg0 on @tp dim 0 : tensor<4x1x8xf32> -> tensor<2x1x8xf32>
+// CHECK-NEXT: %[[B:.*]] = braid.parameter "bias"
+// CHECK-NEXT: %[[Y:.*]] = braid.add %[[X]], %[[B]] : (tensor<2x1x8xf32>, tensor<1x8xf32>) -> tensor<2x1x8xf32>
+// CHECK-NEXT: %[[G:.*]] = braid.all_gather %[[Y]] on @tp dim 0 : tensor<2x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: return %[[G]]
+// REPORT: braid-sequence-parallel: @decode_batch: 1 all_reduces -> reduce_scatter + all_gather over tp (dim 0), 1 ops on 1/2 of the sequences (forced)
+func.func @decode_batch(%e: tensor<4x1x8xf32>) -> tensor<4x1x8xf32> {
+  %x = braid.all_reduce sum %e on @tp : tensor<4x1x8xf32> -> tensor<4x1x8xf32>
+  %b = braid.parameter "bias" full [1, 8] : tensor<1x8xf32>
+  %y = braid.add %x, %b : (tensor<4x1x8xf32>, tensor<1x8xf32>) -> tensor<4x1x8xf32>
+  return %y : tensor<4x1x8xf32>
 }
 
 // A max is not a sum a reduce_scatter could share out.
