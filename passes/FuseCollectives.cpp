@@ -1,7 +1,8 @@
 //===- FuseCollectives.cpp - braid-fuse-collectives -----------------------===//
 //
 // all_reduce(a) + all_reduce(b) -> all_reduce(a + b), with replicated
-// terms added after either reduction moved out of the way (see Passes.td).
+// terms added after either reduction moved out of the way; and independent
+// all_reduces packed into one up to a byte budget (see Passes.td).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -53,17 +54,117 @@ std::optional<ReducedTerm> matchTerm(Value v) {
 struct BraidFuseCollectivesPass
     : public braid::impl::BraidFuseCollectivesPassBase<
           BraidFuseCollectivesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (fold)
+      foldAll();
+    if (combineBytes > 0)
+      getOperation().walk([&](Block *block) { combineIndependent(*block); });
+  }
+
+  void foldAll() {
     SmallVector<AddOp> adds;
     getOperation().walk([&](AddOp op) { adds.push_back(op); });
     for (AddOp op : adds)
-      if (fold(op))
+      if (foldSum(op))
         ++numFolded;
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
     for (AllGatherOp op : gathers)
       if (foldGatherOfScatter(op))
         ++numFolded;
+  }
+
+  static int64_t bytesOf(Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getNumElements() *
+           int64_t(t.getElementType().getIntOrFloatBitWidth() / 8);
+  }
+
+  /// Packs runs of independent synchronous all_reduces of one group, kind
+  /// and element type, at most combineBytes together, into one all_reduce
+  /// of their flattened concatenation, placed at the last of them: each
+  /// element is reduced exactly as before. A run ends at any other
+  /// collective of the group (collectives of one group are never
+  /// reordered) and before an op that reads one of its results (the packed
+  /// reduction would come too late for it; this is also what keeps a
+  /// member from depending on another).
+  void combineIndependent(Block &block) {
+    SmallVector<AllReduceOp> run;
+    int64_t runBytes = 0;
+    auto flush = [&] {
+      if (run.size() > 1) {
+        emitCombined(run);
+        numCombined += run.size();
+      }
+      run.clear();
+      runBytes = 0;
+    };
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      bool readsRun = llvm::any_of(op.getOperands(), [&](Value v) {
+        return llvm::any_of(run, [&](AllReduceOp m) { return v == m.getResult(); });
+      });
+      if (readsRun)
+        flush();
+      auto collective = dyn_cast<CollectiveOpInterface>(op);
+      if (!collective)
+        continue;
+      auto ar = dyn_cast<AllReduceOp>(op);
+      bool joins = ar && !run.empty() &&
+                   ar.getGroupAttr() == run.front().getGroupAttr() &&
+                   ar.getKind() == run.front().getKind() &&
+                   getElementTypeOrSelf(ar.getType()) ==
+                       getElementTypeOrSelf(run.front().getType()) &&
+                   runBytes + bytesOf(ar.getResult()) <= combineBytes;
+      if (!joins)
+        flush();
+      if (ar && bytesOf(ar.getResult()) <= combineBytes) {
+        run.push_back(ar);
+        runBytes += bytesOf(ar.getResult());
+      }
+    }
+    flush();
+  }
+
+  void emitCombined(ArrayRef<AllReduceOp> run) {
+    AllReduceOp last = run.back();
+    OpBuilder b(last);
+    Location loc = last.getLoc();
+    Type elem = getElementTypeOrSelf(last.getType());
+    SmallVector<Value> flat;
+    int64_t total = 0;
+    for (AllReduceOp m : run) {
+      auto type = cast<RankedTensorType>(m.getType());
+      int64_t n = type.getNumElements();
+      flat.push_back(type.getRank() == 1
+                         ? m.getInput()
+                         : ReshapeOp::create(b, loc,
+                                             RankedTensorType::get({n}, elem),
+                                             m.getInput())
+                               .getResult());
+      total += n;
+    }
+    auto packedType = RankedTensorType::get({total}, elem);
+    Value packed = ConcatOp::create(b, loc, packedType, flat,
+                                    b.getI64IntegerAttr(0));
+    Value reduced = AllReduceOp::create(b, loc, packedType, packed,
+                                        last.getGroupAttr(), last.getKindAttr());
+    int64_t offset = 0;
+    for (AllReduceOp m : run) {
+      auto type = cast<RankedTensorType>(m.getType());
+      int64_t n = type.getNumElements();
+      Value piece = SliceOp::create(b, loc, RankedTensorType::get({n}, elem),
+                                    reduced, ArrayRef<int64_t>{offset},
+                                    ArrayRef<int64_t>{n});
+      m.getResult().replaceAllUsesWith(
+          type.getRank() == 1
+              ? piece
+              : ReshapeOp::create(b, loc, type, piece).getResult());
+      offset += n;
+    }
+    for (AllReduceOp m : run)
+      m.erase();
   }
 
   /// all_gather(reduce_scatter(x, sum, d), d) over one group is
@@ -93,7 +194,7 @@ struct BraidFuseCollectivesPass
     return true;
   }
 
-  bool fold(AddOp op) {
+  bool foldSum(AddOp op) {
     std::optional<ReducedTerm> a = matchTerm(op.getLhs()),
                                b = matchTerm(op.getRhs());
     if (!a || !b || a->reduce == b->reduce)

@@ -67,10 +67,41 @@ def BraidFuseCollectivesPass
     result differs from the unfused one by rounding: off by default
     (`braid-compile --fuse-collectives`), checked by differential tests
     against transformers (test/run/fuse-collectives.test).
+
+    With `combine-bytes=N` (default 0: off), runs of independent
+    synchronous all_reduces of one group, kind and element type, at most N
+    bytes together, become one all_reduce of their flattened concatenation
+    (one launch and one latency instead of several, NCCL's own bucketing
+    done in the compiler), placed at the last of them and sliced back
+    apart. Every element is reduced exactly as before. A run never spans
+    another collective of the group (collectives of one group are never
+    reordered) nor an op that reads one of its results (which is also what
+    keeps a member from depending on another).
+
+    ```mlir
+    %ra = braid.all_reduce sum %a on @tp : tensor<4x8xf32> -> tensor<4x8xf32>
+    %rb = braid.all_reduce sum %b on @tp : tensor<16xf32> -> tensor<16xf32>
+    ```
+    becomes, with `combine-bytes=192`:
+    ```mlir
+    %fa = braid.reshape %a : tensor<4x8xf32> -> tensor<32xf32>
+    %c = braid.concat %fa, %b dim 0 : (tensor<32xf32>, tensor<16xf32>) -> tensor<48xf32>
+    %r = braid.all_reduce sum %c on @tp : tensor<48xf32> -> tensor<48xf32>
+    %sa = braid.slice %r offsets [0] sizes [32] : tensor<48xf32> -> tensor<32xf32>
+    %ra = braid.reshape %sa : tensor<32xf32> -> tensor<4x8xf32>
+    %rb = braid.slice %r offsets [32] sizes [16] : tensor<48xf32> -> tensor<16xf32>
+    ```
   }];
+  let options = [
+    Option<"fold", "fold", "bool", "true",
+           "fold sums of all_reduces and gathers of reduce-scatters (reassociates sums)">,
+    Option<"combineBytes", "combine-bytes", "int64_t", "0",
+           "pack independent all_reduces up to this many bytes together (0: never)">
+  ];
   let dependentDialects = ["::mlir::braid::BraidDialect"];
   let statistics = [
-    Statistic<"numFolded", "folded", "collective pairs folded into one">
+    Statistic<"numFolded", "folded", "collective pairs folded into one">,
+    Statistic<"numCombined", "combined", "all_reduces packed with others into one">
   ];
 }
 

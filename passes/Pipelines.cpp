@@ -12,8 +12,12 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
   sp.target = options.target;
   sp.report = options.report;
   // Fold parallel blocks' reductions first: SP then scatters the one left.
-  if (options.fuseCollectives)
-    pm.addPass(mlir::braid::createBraidFuseCollectivesPass());
+  if (options.fuseCollectives || options.combineCollectiveBytes > 0) {
+    mlir::braid::BraidFuseCollectivesPassOptions fuse;
+    fuse.fold = options.fuseCollectives;
+    fuse.combineBytes = options.combineCollectiveBytes;
+    pm.addPass(mlir::braid::createBraidFuseCollectivesPass(fuse));
+  }
   pm.addPass(mlir::braid::createBraidSequenceParallelPass(sp));
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());

@@ -16,6 +16,8 @@ namespace braid {
 /// tests say they do not change the answer beyond rounding.
 struct PipelineOptions {
   bool fuseCollectives = false; // braid-fuse-collectives (reassociates sums)
+  /// Pack independent all_reduces up to this many bytes (0: never).
+  int64_t combineCollectiveBytes = 0;
   /// braid-sequence-parallel: "megatron" (where the cost model says it
   /// pays on `target`, or wherever legal with spForce) or "off".
   std::string sequenceParallel = "megatron";

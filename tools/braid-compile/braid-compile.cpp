@@ -43,6 +43,12 @@ static cl::opt<bool> fuseCollectives(
              "all_reduce(a) + all_reduce(b) into all_reduce(a + b) (parallel "
              "attention/MLP blocks); reassociates sums, so off by default"),
     cl::cat(compileCategory));
+static cl::opt<int64_t> combineCollectiveBytes(
+    "combine-collectives",
+    cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
+             "to this many bytes together, into one (braid-fuse-collectives "
+             "combine-bytes; exact); 0, the default: never"),
+    cl::value_desc("bytes"), cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> sequenceParallel(
     "sp",
     cl::desc("Sequence parallelism in the default pipeline: megatron (the "
@@ -111,6 +117,7 @@ int main(int argc, char **argv) {
   if (passPipeline.empty()) {
     braid::PipelineOptions pipeline;
     pipeline.fuseCollectives = fuseCollectives;
+    pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;
     pipeline.target = target;
