@@ -154,9 +154,17 @@ def BraidSequenceParallelPass
     Applied per function, only where it pays: the rewritten function is
     priced against the original on `target`'s timeline (braid-estimate's
     model) and kept when its step is faster. `force` applies it wherever
-    it is legal (tests; decode-sized steps). Functions whose tokens and
-    batch the group size both fail to divide (one sequence's decode step)
-    are left alone: padding is not implemented. `report` prints, per function, what was
+    it is legal (tests; decode-sized steps).
+
+    Tokens that neither they nor the batch divide by the group size (a
+    prompt of 4095 tokens at tp 8, one sequence's decode step) are padded
+    up to the next multiple before each reduce_scatter with the input's
+    own first rows (`braid.concat` of it and a `braid.slice` of it, or of
+    several copies when the pad is longer than the input), so the pad rows
+    are copies of real tokens and as finite as they are; they are
+    dropped by a `braid.slice` right after each all_gather, so they never
+    reach attention, the KV cache or the outputs. `pad=false` leaves such
+    functions alone instead. `report` prints, per function, what was
     rewritten or why not, with the two step times.
   }];
   let options = [
@@ -164,6 +172,8 @@ def BraidSequenceParallelPass
            "megatron, or off">,
     Option<"force", "force", "bool", "false",
            "rewrite wherever legal, without asking the cost model">,
+    Option<"pad", "pad", "bool", "true",
+           "pad token counts the group does not divide (off: leave them alone)">,
     Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
            "hardware target whose cost model decides (a preset name or a JSON file)">,
     Option<"report", "report", "bool", "false",

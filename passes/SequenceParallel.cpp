@@ -58,6 +58,9 @@ struct Region {
   FlatSymbolRefAttr group;
   int64_t groupSize = 1;
   int64_t dim = kTokenDim; // what the shards cut: the tokens, or the batch
+  /// The token extent, and the multiple of the group size it is padded to
+  /// (equal when the tokens divide or the batch is cut).
+  int64_t tokens = 0, paddedTokens = 0;
   SmallVector<AllReduceOp> seeds;        // become reduce_scatters
   llvm::SetVector<Operation *> ops;      // token-wise ops on the shards
   llvm::DenseSet<Value> values;          // seeds' and ops' results
@@ -66,7 +69,8 @@ struct Region {
 
 class SequenceParallelRewriter {
 public:
-  explicit SequenceParallelRewriter(ModuleOp module) : module_(module) {}
+  SequenceParallelRewriter(ModuleOp module, bool pad)
+      : module_(module), pad_(pad) {}
 
   /// The all_reduces that can become reduce_scatters and the token-wise ops
   /// that then run on the shards, in block order.
@@ -116,9 +120,10 @@ public:
     for (Operation *op : order) {
       OpBuilder b(op);
       Value result = op->getResult(0);
-      auto type = shardType(result.getType(), region.dim, region.groupSize);
+      auto type = shardType(result.getType(), region);
       if (auto ar = dyn_cast<AllReduceOp>(op)) {
-        auto rs = ReduceScatterOp::create(b, ar.getLoc(), type, ar.getInput(),
+        Value input = padTokens(b, ar.getLoc(), ar.getInput(), region);
+        auto rs = ReduceScatterOp::create(b, ar.getLoc(), type, input,
                                           ar.getGroupAttr(), ar.getKindAttr(),
                                           b.getI64IntegerAttr(region.dim));
         shard.map(result, rs.getResult());
@@ -142,10 +147,20 @@ public:
       if (!first)
         continue;
       OpBuilder b(first);
-      auto gathered = AllGatherOp::create(
-          b, op->getLoc(), full.getType(), shard.lookup(full), region.group,
-          b.getI64IntegerAttr(region.dim));
-      full.replaceUsesWithIf(gathered.getResult(), [&](OpOperand &use) {
+      auto fullType = cast<RankedTensorType>(full.getType());
+      SmallVector<int64_t> gatheredShape(fullType.getShape());
+      gatheredShape[region.dim] =
+          shardType(fullType, region).getDimSize(region.dim) * region.groupSize;
+      Value gathered = AllGatherOp::create(
+          b, op->getLoc(),
+          RankedTensorType::get(gatheredShape, fullType.getElementType()),
+          shard.lookup(full), region.group, b.getI64IntegerAttr(region.dim));
+      // Padding rows end here: they never reach a reader outside.
+      if (gatheredShape != SmallVector<int64_t>(fullType.getShape()))
+        gathered = SliceOp::create(b, op->getLoc(), fullType, gathered,
+                                   SmallVector<int64_t>(fullType.getRank(), 0),
+                                   fullType.getShape());
+      full.replaceUsesWithIf(gathered, [&](OpOperand &use) {
         return !replaced.contains(use.getOwner());
       });
     }
@@ -180,15 +195,22 @@ private:
     int64_t dim = tokens % size == 0 ? kTokenDim
                   : batch % size == 0 ? kBatchDim
                                       : -1;
-    if (dim < 0)
-      return llvm::formatv("neither the {0} tokens nor the batch of {1} "
-                           "divide by the group size {2} (padding is not "
-                           "implemented)",
-                           tokens, batch, size)
-          .str();
+    int64_t padded = tokens;
+    if (dim < 0) {
+      if (!pad_)
+        return llvm::formatv("neither the {0} tokens nor the batch of {1} "
+                             "divide by the group size {2}, and padding is "
+                             "off",
+                             tokens, batch, size)
+            .str();
+      dim = kTokenDim;
+      padded = (tokens + size - 1) / size * size;
+    }
     region.group = ar.getGroupAttr();
     region.groupSize = size;
     region.dim = dim;
+    region.tokens = tokens;
+    region.paddedTokens = padded;
     return "";
   }
 
@@ -223,15 +245,55 @@ private:
     return false;
   }
 
-  static RankedTensorType shardType(Type full, int64_t dim,
-                                    int64_t groupSize) {
+  /// The rows of `x` ([B, S, ...]) repeated along the tokens up to the
+  /// padded extent: copies of real tokens, finite wherever the real ones
+  /// are, computed on and then dropped after the all_gather. Built from
+  /// slice and concat: no new op, no constant.
+  static Value padTokens(OpBuilder &b, Location loc, Value x,
+                         const Region &region) {
+    if (region.paddedTokens == region.tokens || region.dim != kTokenDim)
+      return x;
+    auto t = cast<RankedTensorType>(x.getType());
+    int64_t extra = region.paddedTokens - region.tokens;
+    SmallVector<int64_t> shape(t.getShape());
+    if (extra <= region.tokens) {
+      // x followed by its first `extra` rows: one copy of S + extra rows,
+      // what a dedicated pad op would move.
+      shape[kTokenDim] = extra;
+      Value head = SliceOp::create(
+          b, loc, RankedTensorType::get(shape, t.getElementType()), x,
+          SmallVector<int64_t>(t.getRank(), 0), shape);
+      shape[kTokenDim] = region.paddedTokens;
+      return ConcatOp::create(b, loc,
+                              RankedTensorType::get(shape, t.getElementType()),
+                              ValueRange{x, head},
+                              b.getI64IntegerAttr(kTokenDim));
+    }
+    int64_t copies = (region.paddedTokens + region.tokens - 1) / region.tokens;
+    shape[kTokenDim] = copies * region.tokens;
+    Value repeated = ConcatOp::create(
+        b, loc, RankedTensorType::get(shape, t.getElementType()),
+        SmallVector<Value>(size_t(copies), x), b.getI64IntegerAttr(kTokenDim));
+    if (shape[kTokenDim] == region.paddedTokens)
+      return repeated;
+    shape[kTokenDim] = region.paddedTokens;
+    return SliceOp::create(b, loc,
+                           RankedTensorType::get(shape, t.getElementType()),
+                           repeated, SmallVector<int64_t>(t.getRank(), 0),
+                           shape);
+  }
+
+  static RankedTensorType shardType(Type full, const Region &region) {
     auto t = cast<RankedTensorType>(full);
     SmallVector<int64_t> shape(t.getShape());
-    shape[dim] /= groupSize;
+    if (region.dim == kTokenDim)
+      shape[kTokenDim] = region.paddedTokens;
+    shape[region.dim] /= region.groupSize;
     return RankedTensorType::get(shape, t.getElementType());
   }
 
   mutable ModuleOp module_;
+  bool pad_;
 };
 
 struct BraidSequenceParallelPass
@@ -260,7 +322,7 @@ struct BraidSequenceParallelPass
       }
       tgt = std::move(*resolved);
     }
-    SequenceParallelRewriter rewriter(module);
+    SequenceParallelRewriter rewriter(module, pad);
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
@@ -283,8 +345,8 @@ struct BraidSequenceParallelPass
         }
         double before = ::braid::cost::simulate(func, model).stepTime;
         auto trial = cast<func::FuncOp>(func->clone());
-        SequenceParallelRewriter(module).rewrite(
-            SequenceParallelRewriter(module).analyze(trial));
+        SequenceParallelRewriter(module, pad).rewrite(
+            SequenceParallelRewriter(module, pad).analyze(trial));
         double after = ::braid::cost::simulate(trial, model).stepTime;
         trial.erase();
         priced = llvm::formatv(" step {0:F3} ms -> {1:F3} ms on {2}",
@@ -298,12 +360,18 @@ struct BraidSequenceParallelPass
       size_t sites = region.seeds.size(), ops = region.ops.size();
       rewriter.rewrite(region);
       numReduceScatters += sites;
+      std::string padded =
+          region.paddedTokens != region.tokens
+              ? llvm::formatv(" (padded from {0} to {1})", region.tokens,
+                              region.paddedTokens)
+                    .str()
+              : "";
       say(llvm::formatv("{0}: {1} all_reduces -> reduce_scatter + all_gather "
-                        "over {2} (dim {3}), {4} ops on 1/{5} of the {6}{7}",
+                        "over {2} (dim {3}), {4} ops on 1/{5} of the {6}{7}{8}",
                         name, sites, region.group.getValue(), region.dim, ops,
                         region.groupSize,
                         region.dim == kTokenDim ? "tokens" : "sequences",
-                        priced.empty() ? " (forced)" : priced)
+                        padded, priced.empty() ? " (forced)" : priced)
               .str());
     }
   }

@@ -3,6 +3,7 @@
 // Without force the cost model decides: these toy layers do not pay.
 // RUN: braid-opt %s --braid-sequence-parallel=report=true --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRICED
 // RUN: braid-opt %s --braid-sequence-parallel=mode=off --split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: braid-opt %s --braid-sequence-parallel='force=true pad=false report=true' --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOPAD
 // RUN: not braid-opt %s --braid-sequence-parallel=mode=ulysses --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=MODE
 
 braid.device_group @tp size 2
@@ -53,6 +54,7 @@ func.func @layer(%e: tensor<1x8x16xf32>, %o: tensor<1x8x16xf32>) -> tensor<1x1x1
 // -----
 
 braid.device_group @tp size 2
+braid.device_group @tp8 size 8
 
 // Refusals. Batch 2, with a token-wise reader whose other operand is a
 // function argument (not known to be the same on every rank) and one
@@ -76,11 +78,19 @@ func.func @batch_and_unknown_operands(%e: tensor<2x6x8xf32>, %f: tensor<2x6x8xf3
   return %n, %a, %m : tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>
 }
 
-// Neither the tokens nor the batch divide by the group size (padding is
-// not implemented).
+// Neither the tokens nor the batch divide by the group size: the tokens
+// are padded to 8 with a copy of the first row, and the pad rows dropped
+// after the all_gather.
 // CHECK-LABEL: func.func @odd_tokens
-// CHECK-NEXT: braid.all_reduce sum
-// REPORT: braid-sequence-parallel: @odd_tokens: left alone: neither the 7 tokens nor the batch of 1 divide by the group size 2 (padding is not implemented)
+// CHECK-NEXT: %[[H:.*]] = braid.slice %arg0 offsets [0, 0, 0] sizes [1, 1, 8] : tensor<1x7x8xf32> -> tensor<1x1x8xf32>
+// CHECK-NEXT: %[[P:.*]] = braid.concat %arg0, %[[H]] dim 1 : (tensor<1x7x8xf32>, tensor<1x1x8xf32>) -> tensor<1x8x8xf32>
+// CHECK-NEXT: %[[X:.*]] = braid.reduce_scatter sum %[[P]] on @tp dim 1 : tensor<1x8x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = braid.silu %[[X]] : tensor<1x4x8xf32>
+// CHECK-NEXT: %[[G:.*]] = braid.all_gather %[[Y]] on @tp dim 1 : tensor<1x4x8xf32> -> tensor<1x8x8xf32>
+// CHECK-NEXT: %[[R:.*]] = braid.slice %[[G]] offsets [0, 0, 0] sizes [1, 7, 8] : tensor<1x8x8xf32> -> tensor<1x7x8xf32>
+// CHECK-NEXT: return %[[R]]
+// REPORT: braid-sequence-parallel: @odd_tokens: 1 all_reduces -> reduce_scatter + all_gather over tp (dim 1), 1 ops on 1/2 of the tokens (padded from 7 to 8) (forced)
+// NOPAD: braid-sequence-parallel: @odd_tokens: left alone: neither the 7 tokens nor the batch of 1 divide by the group size 2, and padding is off
 func.func @odd_tokens(%e: tensor<1x7x8xf32>, %w: tensor<8xf32>) -> tensor<1x7x8xf32> {
   %x = braid.all_reduce sum %e on @tp : tensor<1x7x8xf32> -> tensor<1x7x8xf32>
   %y = braid.silu %x : tensor<1x7x8xf32>
@@ -101,6 +111,17 @@ func.func @decode_batch(%e: tensor<4x1x8xf32>) -> tensor<4x1x8xf32> {
   %b = braid.parameter "bias" full [1, 8] : tensor<1x8xf32>
   %y = braid.add %x, %b : (tensor<4x1x8xf32>, tensor<1x8xf32>) -> tensor<4x1x8xf32>
   return %y : tensor<4x1x8xf32>
+}
+
+// A pad longer than the input (3 tokens at tp 8): three copies, cut to 8.
+// CHECK-LABEL: func.func @short_prompt_tp8
+// CHECK-NEXT: %[[C:.*]] = braid.concat %arg0, %arg0, %arg0 dim 1 : (tensor<1x3x8xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x9x8xf32>
+// CHECK-NEXT: %[[P:.*]] = braid.slice %[[C]] offsets [0, 0, 0] sizes [1, 8, 8] : tensor<1x9x8xf32> -> tensor<1x8x8xf32>
+// CHECK-NEXT: braid.reduce_scatter sum %[[P]] on @tp8 dim 1 : tensor<1x8x8xf32> -> tensor<1x1x8xf32>
+func.func @short_prompt_tp8(%e: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %x = braid.all_reduce sum %e on @tp8 : tensor<1x3x8xf32> -> tensor<1x3x8xf32>
+  %y = braid.silu %x : tensor<1x3x8xf32>
+  return %y : tensor<1x3x8xf32>
 }
 
 // A max is not a sum a reduce_scatter could share out.
