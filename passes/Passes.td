@@ -151,6 +151,24 @@ def BraidSequenceParallelPass
     When the tokens of a step do not divide by the group size but the batch
     does (decode at batch >= tp), the shards cut the batch (dim 0) instead.
 
+    `mode=ulysses` (DeepSpeed-Ulysses, Jacobs et al., 2023) goes further
+    in functions whose tokens divide: after the Megatron rewrite, each
+    attention runs on all tokens of a head shard. q, k and v are projected
+    on the rank's token shard with whole weights, and an `all_to_all`
+    (split heads, concat tokens) turns `[B, S/n, h, D]` into
+    `[B, S, h/n, D]`, the very tensor the head-sharded projection made (so
+    RoPE, q/k norms, the KV cache and attention are unchanged); the output
+    goes back by the inverse `all_to_all` and through a whole o_proj, which
+    leaves no reduction. The MLP stays Megatron. A plan declares each
+    parameter once, so the functions Ulysses cannot take (a one-token
+    decode, where a pad row would reach attention) read the same whole
+    weights in plain TP form: every rank projects all heads of the
+    replicated hidden state, takes its own through an `all_to_all` of
+    identical pieces, and gathers the heads back before o_proj. Legal only
+    with separate q/k/v projections whose KV heads the group divides;
+    anything else is an error naming the reason. Ulysses is asked for by
+    name and is applied wherever legal, without asking the cost model.
+
     Applied per function, only where it pays: the rewritten function is
     priced against the original on `target`'s timeline (braid-estimate's
     model) and kept when its step is faster. `force` applies it wherever
@@ -169,7 +187,7 @@ def BraidSequenceParallelPass
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"megatron\"",
-           "megatron, or off">,
+           "megatron, ulysses (megatron plus all_to_all around attention), or off">,
     Option<"force", "force", "bool", "false",
            "rewrite wherever legal, without asking the cost model">,
     Option<"pad", "pad", "bool", "true",
@@ -182,7 +200,9 @@ def BraidSequenceParallelPass
   let dependentDialects = ["::mlir::braid::BraidDialect"];
   let statistics = [
     Statistic<"numReduceScatters", "reduce-scatters",
-              "all_reduces rewritten into reduce_scatter + all_gather">
+              "all_reduces rewritten into reduce_scatter + all_gather">,
+    Statistic<"numUlysses", "ulysses-attentions",
+              "attentions rewritten into Ulysses form">
   ];
 }
 

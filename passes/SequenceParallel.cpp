@@ -296,6 +296,299 @@ private:
   bool pad_;
 };
 
+//===----------------------------------------------------------------------===//
+// Ulysses: attention on all tokens of a head shard, through all_to_all
+//===----------------------------------------------------------------------===//
+
+/// A q, k or v projection as the importer builds it after the Megatron
+/// rewrite: all_gather(x_s) @ W^T (+ b), reshaped to heads, then per-head
+/// ops (norm, rope) up to the attention.
+struct Projection {
+  AllGatherOp gather;
+  MatmulOp matmul;
+  ParameterOp weight;
+  AddOp biasAdd;        // null without a bias
+  ParameterOp bias;     // its sharded parameter
+  ReshapeOp reshape;    // [B, S, h * D] -> [B, S, h, D]
+};
+
+/// The attention's output path: reshape to [B, S, h * D], the row-parallel
+/// o_proj, and the reduction of its partial sums: the reduce_scatter of the
+/// Megatron rewrite (Ulysses), or an all_reduce (plain TP).
+struct OutputProjection {
+  ReshapeOp reshape;
+  MatmulOp matmul;
+  ParameterOp weight;
+  Operation *reduction = nullptr;
+};
+
+/// Whole-tensor counterpart of a column- or row-parallel parameter: the
+/// same name and full shape, replicated (every rank holds all heads).
+bool isPlainShard(ParameterOp p, FlatSymbolRefAttr group, int64_t dim,
+                  int64_t groupSize, std::string &why) {
+  if (!p || !p.getShardDim() || *p.getShardDim() != uint64_t(dim) ||
+      p.getGroupAttr() != group) {
+    why = "a projection weight is not sharded along its heads";
+    return false;
+  }
+  if (p.getBlocks() || p.getPaddedShape()) {
+    why = "fused or padded projection weights (GPT-2, GPT-NeoX) are not "
+          "supported";
+    return false;
+  }
+  if (p.getNumShards(groupSize) != groupSize) {
+    why = llvm::formatv("'{0}' has {1} shards for {2} ranks: Ulysses needs "
+                        "the KV heads divisible by tp",
+                        p.getName(), p.getNumShards(groupSize), groupSize)
+              .str();
+    return false;
+  }
+  return true;
+}
+
+/// `sharded`: the projection reads the all_gather of the Megatron
+/// rewrite (Ulysses); else any replicated hidden state (plain TP).
+FailureOr<Projection> matchProjection(Value v, FlatSymbolRefAttr group,
+                                      int64_t groupSize, bool sharded,
+                                      std::string &why) {
+  Projection p;
+  for (;;) {
+    if (auto rope = v.getDefiningOp<RopeOp>()) {
+      v = rope.getInput();
+    } else if (auto norm = v.getDefiningOp<RmsNormOp>();
+               norm && isReplicatedParameter(norm.getWeight())) {
+      v = norm.getInput(); // Qwen3's per-head q/k norm
+    } else {
+      break;
+    }
+  }
+  if (v.getDefiningOp<SliceOp>()) {
+    why = "fused q/k/v projections (GPT-2's c_attn, GPT-NeoX's "
+          "query_key_value) are not supported";
+    return failure();
+  }
+  p.reshape = v.getDefiningOp<ReshapeOp>();
+  if (!p.reshape || !p.reshape->hasOneUse()) {
+    why = "an attention input is not a reshaped projection";
+    return failure();
+  }
+  Value x = p.reshape.getInput();
+  if ((p.biasAdd = x.getDefiningOp<AddOp>())) {
+    p.bias = p.biasAdd.getRhs().getDefiningOp<ParameterOp>();
+    if (!p.biasAdd->hasOneUse() ||
+        !isPlainShard(p.bias, group, 0, groupSize, why))
+      return failure();
+    x = p.biasAdd.getLhs();
+  }
+  if (x.getDefiningOp<SliceOp>()) {
+    why = "fused q/k/v projections (GPT-2's c_attn, GPT-NeoX's "
+          "query_key_value) are not supported";
+    return failure();
+  }
+  p.matmul = x.getDefiningOp<MatmulOp>();
+  if (!p.matmul || !p.matmul->hasOneUse() || !p.matmul.getTransposeB() ||
+      p.matmul.getTransposeA()) {
+    why = "an attention input is not an nn.Linear projection";
+    return failure();
+  }
+  p.weight = p.matmul.getB().getDefiningOp<ParameterOp>();
+  if (!isPlainShard(p.weight, group, 0, groupSize, why))
+    return failure();
+  if (!sharded)
+    return p;
+  p.gather = p.matmul.getA().getDefiningOp<AllGatherOp>();
+  if (!p.gather || p.gather.getGroupAttr() != group ||
+      p.gather.getDim() != kTokenDim) {
+    why = "a projection does not read the sequence-parallel hidden state";
+    return failure();
+  }
+  return p;
+}
+
+FailureOr<OutputProjection> matchOutput(AttentionOp att,
+                                        FlatSymbolRefAttr group,
+                                        int64_t groupSize, bool sharded,
+                                        std::string &why) {
+  OutputProjection o;
+  why = "the attention output is not reshaped, projected and "
+        "reduce-scattered";
+  Value out = att.getOutput();
+  if (!out.hasOneUse())
+    return failure();
+  o.reshape = dyn_cast<ReshapeOp>(*out.getUsers().begin());
+  if (!o.reshape || !o.reshape->hasOneUse())
+    return failure();
+  o.matmul = dyn_cast<MatmulOp>(*o.reshape->getUsers().begin());
+  if (!o.matmul || !o.matmul->hasOneUse() || !o.matmul.getTransposeB() ||
+      o.matmul.getA() != o.reshape.getResult())
+    return failure();
+  o.weight = o.matmul.getB().getDefiningOp<ParameterOp>();
+  if (!isPlainShard(o.weight, group, 1, groupSize, why))
+    return failure();
+  Operation *user = *o.matmul->getUsers().begin();
+  if (sharded) {
+    auto rs = dyn_cast<ReduceScatterOp>(user);
+    if (!rs || rs.getGroupAttr() != group || rs.getDim() != kTokenDim ||
+        rs.getKind() != ReduceKind::sum)
+      return failure();
+  } else {
+    auto ar = dyn_cast<AllReduceOp>(user);
+    if (!ar || ar.getGroupAttr() != group || ar.getKind() != ReduceKind::sum)
+      return failure();
+  }
+  o.reduction = user;
+  return o;
+}
+
+ParameterOp wholeParameter(OpBuilder &b, ParameterOp shard) {
+  auto full = RankedTensorType::get(
+      shard.getFullShape(),
+      cast<RankedTensorType>(shard.getType()).getElementType());
+  return ParameterOp::create(b, shard.getLoc(), full, shard.getNameAttr(),
+                             shard.getFullShapeAttr(), IntegerAttr(),
+                             FlatSymbolRefAttr(), IntegerAttr(), IntegerAttr(),
+                             DenseI64ArrayAttr());
+}
+
+/// Rewrites every attention of `func` to read q/k/v and o_proj weights
+/// whole. `sharded` (Ulysses; `func` already Megatron-rewritten over
+/// `group` along the tokens, unpadded): projections on this rank's tokens
+/// with every head, all_to_all to all tokens of a head shard and back.
+/// Otherwise (the functions Ulysses cannot take, e.g. one-token decode,
+/// which must read the same whole weights since a plan declares each
+/// parameter once): projections of the replicated hidden state with every
+/// head, this rank's heads taken by an all_to_all of identical pieces, and
+/// the heads gathered back before o_proj, which then needs no all_reduce.
+/// The error names what stops it.
+LogicalResult applyWholeWeights(func::FuncOp func, FlatSymbolRefAttr group,
+                                int64_t groupSize, bool sharded,
+                                std::string &why, int &rewritten) {
+  SmallVector<AttentionOp> attentions;
+  func.walk([&](AttentionOp a) { attentions.push_back(a); });
+  // Check every attention first: all or nothing.
+  struct Site {
+    AttentionOp att;
+    std::array<Projection, 3> qkv;
+    OutputProjection out;
+  };
+  SmallVector<Site> sites;
+  for (AttentionOp att : attentions) {
+    Site site{att, {}, {}};
+    Value inputs[3] = {att.getQ(), att.getK(), att.getV()};
+    for (int i = 0; i < 3; ++i) {
+      auto p = matchProjection(inputs[i], group, groupSize, sharded, why);
+      if (failed(p))
+        return failure();
+      site.qkv[size_t(i)] = *p;
+    }
+    auto out = matchOutput(att, group, groupSize, sharded, why);
+    if (failed(out))
+      return failure();
+    site.out = *out;
+    sites.push_back(site);
+  }
+  llvm::SetVector<Operation *> dead;
+  for (Site &site : sites) {
+    for (Projection &p : site.qkv) {
+      // x_s @ W^T (+ b) on this rank's tokens with every head, then heads
+      // out and tokens in: [B, S/n, h, D] -> [B, S, h/n, D], exactly the
+      // tensor the head-sharded projection made.
+      OpBuilder b(p.matmul);
+      Value xs = sharded ? p.gather.getInput() : p.matmul.getA();
+      auto xsType = cast<RankedTensorType>(xs.getType());
+      auto fullW = wholeParameter(b, p.weight);
+      auto projected = cast<RankedTensorType>(p.matmul.getType());
+      SmallVector<int64_t> shape(projected.getShape());
+      shape[kTokenDim] = xsType.getDimSize(kTokenDim);
+      shape.back() *= groupSize;
+      Type elem = projected.getElementType();
+      Value m = MatmulOp::create(b, p.matmul.getLoc(),
+                                 RankedTensorType::get(shape, elem), xs,
+                                 fullW.getResult(), false, true);
+      if (p.biasAdd) {
+        auto fullB = wholeParameter(b, p.bias);
+        m = AddOp::create(b, p.biasAdd.getLoc(), m.getType(), m,
+                          fullB.getResult());
+      }
+      auto heads = cast<RankedTensorType>(p.reshape.getType());
+      SmallVector<int64_t> hs(heads.getShape());
+      hs[kTokenDim] = shape[kTokenDim];
+      hs[2] *= groupSize;
+      Value r = ReshapeOp::create(b, p.reshape.getLoc(),
+                                  RankedTensorType::get(hs, elem), m);
+      SmallVector<int64_t> exchanged(heads.getShape());
+      exchanged[kTokenDim] = hs[kTokenDim] * groupSize;
+      Value a = AllToAllOp::create(b, p.reshape.getLoc(),
+                                   RankedTensorType::get(exchanged, elem), r,
+                                   group, b.getI64IntegerAttr(2),
+                                   b.getI64IntegerAttr(kTokenDim));
+      // Replicated input: every rank sent the same tensor, so the first
+      // S rows are this rank's heads.
+      if (!sharded)
+        a = SliceOp::create(b, p.reshape.getLoc(), heads, a,
+                            SmallVector<int64_t>(heads.getRank(), 0),
+                            heads.getShape());
+      p.reshape.getResult().replaceAllUsesWith(a);
+      for (Operation *op : {p.reshape.getOperation(),
+                            p.biasAdd ? p.biasAdd.getOperation() : nullptr,
+                            p.matmul.getOperation()})
+        if (op)
+          dead.insert(op);
+      if (p.gather)
+        dead.insert(p.gather);
+      dead.insert(p.weight);
+      if (p.bias)
+        dead.insert(p.bias);
+    }
+    // Back: [B, S, h/n, D] -> [B, S/n, h, D], then o_proj with every head
+    // on this rank's tokens: the shard the reduce_scatter gave, with no
+    // reduction left to do.
+    // Plain TP: all heads gathered from the ranks, o_proj whole, the
+    // result already the sum the all_reduce made.
+    OutputProjection &o = site.out;
+    OpBuilder b(o.reduction);
+    Location loc = o.reduction->getLoc();
+    auto att = cast<RankedTensorType>(site.att.getOutput().getType());
+    SmallVector<int64_t> back(att.getShape());
+    if (sharded)
+      back[kTokenDim] /= groupSize;
+    back[2] *= groupSize;
+    Type elem = att.getElementType();
+    auto backType = RankedTensorType::get(back, elem);
+    Value a = sharded
+                  ? AllToAllOp::create(b, loc, backType, site.att.getOutput(),
+                                       group, b.getI64IntegerAttr(kTokenDim),
+                                       b.getI64IntegerAttr(2))
+                        .getResult()
+                  : AllGatherOp::create(b, loc, backType, site.att.getOutput(),
+                                        group, b.getI64IntegerAttr(2))
+                        .getResult();
+    Value r = ReshapeOp::create(
+        b, o.reshape.getLoc(),
+        RankedTensorType::get({back[0], back[1], back[2] * back[3]}, elem), a);
+    auto fullW = wholeParameter(b, o.weight);
+    Type reducedType = o.reduction->getResult(0).getType();
+    Value p = MatmulOp::create(b, o.matmul.getLoc(), reducedType, r,
+                               fullW.getResult(), false, true);
+    o.reduction->getResult(0).replaceAllUsesWith(p);
+    for (Operation *op : {o.reduction, o.matmul.getOperation(),
+                          o.reshape.getOperation()})
+      dead.insert(op);
+    dead.insert(o.weight);
+    ++rewritten;
+  }
+  // Users first; a gather or a weight that something else still reads
+  // stays.
+  SmallVector<Operation *> order(dead.begin(), dead.end());
+  llvm::sort(order, [](Operation *x, Operation *y) {
+    return y->isBeforeInBlock(x);
+  });
+  for (Operation *op : order)
+    if (op->use_empty())
+      op->erase();
+  return success();
+}
+
 struct BraidSequenceParallelPass
     : public mlir::braid::impl::BraidSequenceParallelPassBase<
           BraidSequenceParallelPass> {
@@ -305,13 +598,14 @@ struct BraidSequenceParallelPass
     ModuleOp module = getOperation();
     if (mode == "off")
       return;
-    if (mode != "megatron") {
+    if (mode != "megatron" && mode != "ulysses") {
       emitError(module.getLoc())
-          << "braid-sequence-parallel: mode must be 'megatron' or 'off', got '"
-          << mode << "'"
-          << (mode == "ulysses" ? " (Ulysses is not implemented yet)" : "");
+          << "braid-sequence-parallel: mode must be 'megatron', 'ulysses' or "
+             "'off', got '"
+          << mode << "'";
       return signalPassFailure();
     }
+    bool ulysses = mode == "ulysses";
     std::optional<::braid::cost::Target> tgt;
     if (!force) {
       llvm::Expected<::braid::cost::Target> resolved = ::braid::cost::resolveTarget(target);
@@ -323,6 +617,9 @@ struct BraidSequenceParallelPass
       tgt = std::move(*resolved);
     }
     SequenceParallelRewriter rewriter(module, pad);
+    SmallVector<func::FuncOp> plainFunctions; // no Ulysses: TP or Megatron
+    FlatSymbolRefAttr ulyssesGroup;
+    int64_t ulyssesGroupSize = 0;
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
@@ -330,10 +627,26 @@ struct BraidSequenceParallelPass
       std::string name = ("@" + func.getSymName()).str();
       if (!region.whyNot.empty()) {
         say(name + ": left alone: " + region.whyNot);
+        plainFunctions.push_back(func);
+        continue;
+      }
+      // Ulysses needs every token of the attention real: not padded, not a
+      // batch shard. It is asked for by name, so where it applies the
+      // cost model is not asked; elsewhere the function gets Megatron
+      // where it pays.
+      bool ulyssesHere = ulysses && region.dim == kTokenDim &&
+                         region.paddedTokens == region.tokens;
+      if (ulysses && !ulyssesHere) {
+        // Plain TP, with the whole weights the Ulysses functions declare
+        // (below).
+        say(name + ": Ulysses left alone: its tokens do not divide by the "
+                   "group size (pad rows must not reach attention); plain "
+                   "TP on whole q/k/v/o weights");
+        plainFunctions.push_back(func);
         continue;
       }
       std::string priced;
-      if (tgt) {
+      if (tgt && !ulyssesHere) {
         // Price the rewritten function against the original on the
         // target's timeline; keep it only where the step gets faster.
         ::braid::cost::CostModel model(*tgt, ::braid::cost::LaunchMode::Graph, module);
@@ -373,6 +686,42 @@ struct BraidSequenceParallelPass
                         region.dim == kTokenDim ? "tokens" : "sequences",
                         padded, priced.empty() ? " (forced)" : priced)
               .str());
+      if (ulyssesHere) {
+        std::string why;
+        int attentions = 0;
+        if (failed(applyWholeWeights(func, region.group, region.groupSize,
+                                     /*sharded=*/true, why, attentions))) {
+          func.emitError() << "braid-sequence-parallel: Ulysses: " << why;
+          return signalPassFailure();
+        }
+        numUlysses += attentions;
+        ulyssesGroup = region.group;
+        ulyssesGroupSize = region.groupSize;
+        say(llvm::formatv("{0}: Ulysses: {1} attentions on all tokens of "
+                          "1/{2} of the heads (all_to_all in and out; "
+                          "q/k/v/o weights whole on every rank)",
+                          name, attentions, region.groupSize)
+                .str());
+      }
+    }
+    if (!ulyssesGroup)
+      return;
+    for (func::FuncOp func : plainFunctions) {
+      std::string why;
+      int attentions = 0;
+      if (failed(applyWholeWeights(func, ulyssesGroup, ulyssesGroupSize,
+                                   /*sharded=*/false, why, attentions))) {
+        func.emitError() << "braid-sequence-parallel: Ulysses: the other "
+                            "functions must read the same whole weights: "
+                         << why;
+        return signalPassFailure();
+      }
+      if (attentions)
+        say(llvm::formatv("@{0}: {1} attentions on whole q/k/v/o weights "
+                          "(this rank's heads through all_to_all; heads "
+                          "gathered before o_proj, no all_reduce)",
+                          func.getSymName(), attentions)
+                .str());
     }
   }
 

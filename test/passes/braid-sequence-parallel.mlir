@@ -4,7 +4,7 @@
 // RUN: braid-opt %s --braid-sequence-parallel=report=true --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRICED
 // RUN: braid-opt %s --braid-sequence-parallel=mode=off --split-input-file | FileCheck %s --check-prefix=OFF
 // RUN: braid-opt %s --braid-sequence-parallel='force=true pad=false report=true' --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOPAD
-// RUN: not braid-opt %s --braid-sequence-parallel=mode=ulysses --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not braid-opt %s --braid-sequence-parallel=mode=ring --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=MODE
 
 braid.device_group @tp size 2
 
@@ -49,7 +49,7 @@ func.func @layer(%e: tensor<1x8x16xf32>, %o: tensor<1x8x16xf32>) -> tensor<1x1x1
 // OFF-LABEL: func.func @layer
 // OFF: braid.all_reduce
 // OFF-NOT: braid.reduce_scatter
-// MODE: error: braid-sequence-parallel: mode must be 'megatron' or 'off', got 'ulysses' (Ulysses is not implemented yet)
+// MODE: error: braid-sequence-parallel: mode must be 'megatron', 'ulysses' or 'off', got 'ring'
 
 // -----
 

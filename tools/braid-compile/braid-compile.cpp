@@ -53,9 +53,11 @@ static cl::opt<std::string> sequenceParallel(
     "sp",
     cl::desc("Sequence parallelism in the default pipeline: megatron (the "
              "default: reduce_scatter / all_gather around the token-wise ops "
-             "where the cost model of --target says the step gets faster) "
-             "or off"),
-    cl::value_desc("megatron|off"), cl::init("megatron"),
+             "where the cost model of --target says the step gets faster), "
+             "ulysses (megatron, plus attention on all tokens of a head shard "
+             "through all_to_all, q/k/v/o weights whole on every rank; "
+             "wherever legal) or off"),
+    cl::value_desc("megatron|ulysses|off"), cl::init("megatron"),
     cl::cat(compileCategory));
 static cl::opt<bool> sequenceParallelForce(
     "sp-force",
