@@ -125,7 +125,12 @@ def BraidSequenceParallelPass
     result is `[B, S, ...]` with S (or B) divisible by the group size, closed under
     token-wise ops whose other operands are region values of the same type
     or unsharded parameters that broadcast over the tokens: `add`, `mul`,
-    `rms_norm`, `layer_norm`, `silu`, `gelu`. Any other reader of a region
+    `rms_norm`, `layer_norm`, `silu`, `gelu`. An `add` or `mul` may also
+    read a whole tensor every rank holds alike (a step input, or values
+    computed from inputs and unsharded parameters only, such as GPT-2's
+    position embeddings): the rank takes its rows of it with an
+    `all_to_all` that splits and concatenates along the shard dim (rank r
+    receives r's piece of every rank's identical copy) and a `slice`. Any other reader of a region
     value (a matmul, a slice, the function's results) reads an
     `all_gather` of it, inserted before its first such reader.
 

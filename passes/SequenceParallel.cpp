@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -38,6 +39,38 @@ bool isReplicatedParameter(Value v) {
     v = reshape.getInput();
   auto param = v.getDefiningOp<ParameterOp>();
   return param && !param.getShardDim();
+}
+
+/// Every rank holds the same value: a step input (not state), an unsharded
+/// parameter, a collective that leaves every rank the same result, or a
+/// computation over such values alone (an embedding only when its table is
+/// whole: a vocab-parallel one gives partial sums).
+bool isReplicated(Value v, llvm::DenseMap<Value, bool> &memo, int depth = 0) {
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
+  bool result = false;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    result = func && func.getArgAttr(arg.getArgNumber(), "braid.input");
+  } else if (depth < 64) {
+    Operation *op = v.getDefiningOp();
+    if (auto param = dyn_cast<ParameterOp>(op))
+      result = !param.getShardDim();
+    else if (isa<AllReduceOp, AllGatherOp, BroadcastOp>(op))
+      result = true;
+    else if (auto emb = dyn_cast<EmbeddingOp>(op))
+      result = !emb.getVocabGroup() &&
+               llvm::all_of(op->getOperands(), [&](Value x) {
+                 return isReplicated(x, memo, depth + 1);
+               });
+    else if (isa<AddOp, MulOp, RmsNormOp, LayerNormOp, SiluOp, GeluOp,
+                 ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
+      result = llvm::all_of(op->getOperands(), [&](Value x) {
+        return isReplicated(x, memo, depth + 1);
+      });
+  }
+  memo[v] = result;
+  return result;
 }
 
 /// `rhs` broadcasts against region value `lhs` without a batch or token
@@ -129,6 +162,11 @@ public:
         shard.map(result, rs.getResult());
         continue;
       }
+      // A replicated operand outside the region: this rank's rows of it.
+      for (Value operand : op->getOperands())
+        if (!shard.contains(operand) && operand.getType() == result.getType())
+          shard.map(operand, scatterReplicated(b, op->getLoc(), operand,
+                                               type, region));
       Operation *clone = b.clone(*op, shard);
       clone->getResult(0).setType(type);
       shard.map(result, clone->getResult(0));
@@ -221,7 +259,7 @@ private:
     return 1;
   }
 
-  static bool isTokenWise(Operation &op, const llvm::DenseSet<Value> &in) {
+  bool isTokenWise(Operation &op, const llvm::DenseSet<Value> &in) const {
     if (op.getNumResults() != 1 || op.getNumRegions() != 0)
       return false;
     auto inRegion = [&](Value v) { return in.contains(v); };
@@ -231,7 +269,11 @@ private:
         return false;
       if (inRegion(rhs))
         return rhs.getType() == lhs.getType();
-      return isReplicatedParameter(rhs) && broadcastsOverTokens(rhs, lhs);
+      if (isReplicatedParameter(rhs) && broadcastsOverTokens(rhs, lhs))
+        return true;
+      // A whole replicated tensor (GPT-2's position embeddings): the
+      // rewrite takes this rank's rows of it (scatterReplicated).
+      return rhs.getType() == lhs.getType() && isReplicated(rhs, replicated_);
     }
     if (auto norm = dyn_cast<RmsNormOp>(op))
       return inRegion(norm.getInput()) &&
@@ -283,6 +325,23 @@ private:
                            shape);
   }
 
+  /// This rank's shard of a tensor every rank holds whole, with no new op:
+  /// an all_to_all that splits and concatenates along the shard dim gives
+  /// rank r piece r of every rank's copy, all the same, so the first of
+  /// them is its shard. (Padded like the region first.)
+  static Value scatterReplicated(OpBuilder &b, Location loc, Value x,
+                                 RankedTensorType shardTy,
+                                 const Region &region) {
+    Value padded = padTokens(b, loc, x, region);
+    auto t = cast<RankedTensorType>(padded.getType());
+    Value exchanged = AllToAllOp::create(b, loc, t, padded, region.group,
+                                         b.getI64IntegerAttr(region.dim),
+                                         b.getI64IntegerAttr(region.dim));
+    return SliceOp::create(b, loc, shardTy, exchanged,
+                           SmallVector<int64_t>(t.getRank(), 0),
+                           shardTy.getShape());
+  }
+
   static RankedTensorType shardType(Type full, const Region &region) {
     auto t = cast<RankedTensorType>(full);
     SmallVector<int64_t> shape(t.getShape());
@@ -294,6 +353,7 @@ private:
 
   mutable ModuleOp module_;
   bool pad_;
+  mutable llvm::DenseMap<Value, bool> replicated_;
 };
 
 //===----------------------------------------------------------------------===//

@@ -97,6 +97,24 @@ func.func @odd_tokens(%e: tensor<1x7x8xf32>, %w: tensor<8xf32>) -> tensor<1x7x8x
   return %y : tensor<1x7x8xf32>
 }
 
+// A whole replicated operand (a step input here; GPT-2's position
+// embeddings in a model) joins the region through this rank's rows of it:
+// an all_to_all along the tokens leaves rank r n copies of its piece, and
+// a slice keeps one.
+// CHECK-LABEL: func.func @replicated_operand
+// CHECK-NEXT: %[[X:.*]] = braid.reduce_scatter sum %arg0 on @tp dim 1 : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+// CHECK-NEXT: %[[A:.*]] = braid.all_to_all %arg1 on @tp split 1 concat 1 : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+// CHECK-NEXT: %[[P:.*]] = braid.slice %[[A]] offsets [0, 0, 0] sizes [1, 4, 16] : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+// CHECK-NEXT: %[[H:.*]] = braid.add %[[X]], %[[P]] : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+// CHECK-NEXT: %[[G:.*]] = braid.silu %[[H]]
+// CHECK-NEXT: braid.all_gather %[[G]] on @tp dim 1
+func.func @replicated_operand(%e: tensor<1x8x16xf32>, %pe: tensor<1x8x16xf32> {braid.input = "pos_emb"}) -> tensor<1x8x16xf32> {
+  %x = braid.all_reduce sum %e on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %h = braid.add %x, %pe : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  %g = braid.silu %h : tensor<1x8x16xf32>
+  return %g : tensor<1x8x16xf32>
+}
+
 // One token per sequence (decode) but 4 sequences: the shards cut the
 // batch; a bias that broadcasts over both stays whole.
 // CHECK-LABEL: func.func @decode_batch
