@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -41,36 +40,28 @@ bool isReplicatedParameter(Value v) {
   return param && !param.getShardDim();
 }
 
-/// Every rank holds the same value: a step input (not state), an unsharded
-/// parameter, a collective that leaves every rank the same result, or a
-/// computation over such values alone (an embedding only when its table is
-/// whole: a vocab-parallel one gives partial sums).
-bool isReplicated(Value v, llvm::DenseMap<Value, bool> &memo, int depth = 0) {
-  if (auto it = memo.find(v); it != memo.end())
-    return it->second;
-  bool result = false;
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    result = func && func.getArgAttr(arg.getArgNumber(), "braid.input");
-  } else if (depth < 64) {
-    Operation *op = v.getDefiningOp();
-    if (auto param = dyn_cast<ParameterOp>(op))
-      result = !param.getShardDim();
-    else if (isa<AllReduceOp, AllGatherOp, BroadcastOp>(op))
-      result = true;
-    else if (auto emb = dyn_cast<EmbeddingOp>(op))
-      result = !emb.getVocabGroup() &&
-               llvm::all_of(op->getOperands(), [&](Value x) {
-                 return isReplicated(x, memo, depth + 1);
-               });
-    else if (isa<AddOp, MulOp, RmsNormOp, LayerNormOp, SiluOp, GeluOp,
-                 ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
-      result = llvm::all_of(op->getOperands(), [&](Value x) {
-        return isReplicated(x, memo, depth + 1);
-      });
-  }
-  memo[v] = result;
-  return result;
+/// Whether every rank computes the same result for `op`, given which of
+/// its operands every rank holds alike: an unsharded parameter, a
+/// collective over `onlyGroup` (the module's one device group) that leaves
+/// its ranks the same result, or a computation over such values alone (an
+/// embedding only when its table is whole: a vocab-parallel one gives
+/// partial sums). With several groups a collective over one of them says
+/// nothing about the ranks of another: only its operand does.
+bool producesReplicated(Operation &op, const llvm::DenseSet<Value> &replicated,
+                        FlatSymbolRefAttr onlyGroup) {
+  if (auto param = dyn_cast<ParameterOp>(op))
+    return !param.getShardDim();
+  if (isa<AllReduceOp, AllGatherOp, BroadcastOp>(op))
+    return (onlyGroup && cast<CollectiveOpInterface>(op).getGroupAttr() ==
+                             onlyGroup) ||
+           replicated.contains(op.getOperand(0));
+  if (auto emb = dyn_cast<EmbeddingOp>(op); emb && emb.getVocabGroup())
+    return false;
+  if (!isa<EmbeddingOp, AddOp, MulOp, RmsNormOp, LayerNormOp, SiluOp, GeluOp,
+           ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
+    return false;
+  return llvm::all_of(op.getOperands(),
+                      [&](Value x) { return replicated.contains(x); });
 }
 
 /// `rhs` broadcasts against region value `lhs` without a batch or token
@@ -110,7 +101,20 @@ public:
   Region analyze(func::FuncOp func) const {
     Region region;
     Block &body = func.front();
+    // What every rank holds alike, in block order: the step inputs (not
+    // state), then what op after op computes from them alone.
+    llvm::DenseSet<Value> replicated;
+    FlatSymbolRefAttr onlyGroup;
+    auto groups = llvm::to_vector(module_.getOps<DeviceGroupOp>());
+    if (groups.size() == 1)
+      onlyGroup = FlatSymbolRefAttr::get(groups.front().getSymNameAttr());
+    for (BlockArgument arg : body.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), "braid.input"))
+        replicated.insert(arg);
     for (Operation &op : body) {
+      if (op.getNumResults() == 1 &&
+          producesReplicated(op, replicated, onlyGroup))
+        replicated.insert(op.getResult(0));
       if (auto ar = dyn_cast<AllReduceOp>(op)) {
         if (std::string why = seedProblem(ar, region); why.empty()) {
           region.seeds.push_back(ar);
@@ -120,7 +124,7 @@ public:
         }
         continue;
       }
-      if (isTokenWise(op, region.values)) {
+      if (isTokenWise(op, region.values, replicated)) {
         region.ops.insert(&op);
         region.values.insert(op.getResult(0));
       }
@@ -259,7 +263,8 @@ private:
     return 1;
   }
 
-  bool isTokenWise(Operation &op, const llvm::DenseSet<Value> &in) const {
+  static bool isTokenWise(Operation &op, const llvm::DenseSet<Value> &in,
+                          const llvm::DenseSet<Value> &replicated) {
     if (op.getNumResults() != 1 || op.getNumRegions() != 0)
       return false;
     auto inRegion = [&](Value v) { return in.contains(v); };
@@ -273,7 +278,7 @@ private:
         return true;
       // A whole replicated tensor (GPT-2's position embeddings): the
       // rewrite takes this rank's rows of it (scatterReplicated).
-      return rhs.getType() == lhs.getType() && isReplicated(rhs, replicated_);
+      return rhs.getType() == lhs.getType() && replicated.contains(rhs);
     }
     if (auto norm = dyn_cast<RmsNormOp>(op))
       return inRegion(norm.getInput()) &&
@@ -353,7 +358,6 @@ private:
 
   mutable ModuleOp module_;
   bool pad_;
-  mutable llvm::DenseMap<Value, bool> replicated_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -718,8 +722,7 @@ struct BraidSequenceParallelPass
         }
         double before = ::braid::cost::simulate(func, model).stepTime;
         auto trial = cast<func::FuncOp>(func->clone());
-        SequenceParallelRewriter(module, pad).rewrite(
-            SequenceParallelRewriter(module, pad).analyze(trial));
+        rewriter.rewrite(rewriter.analyze(trial));
         double after = ::braid::cost::simulate(trial, model).stepTime;
         trial.erase();
         priced = llvm::formatv(" step {0:F3} ms -> {1:F3} ms on {2}",

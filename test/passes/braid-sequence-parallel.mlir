@@ -162,3 +162,25 @@ func.func @nothing_to_shard(%e: tensor<1x8x8xf32>, %w: tensor<8x8xf32>) -> tenso
   %y = braid.matmul %x, %w : (tensor<1x8x8xf32>, tensor<8x8xf32>) -> tensor<1x8x8xf32>
   return %y : tensor<1x8x8xf32>
 }
+
+// -----
+
+braid.device_group @tp size 2
+braid.device_group @dp size 2
+
+// With two groups, a reduction over @dp leaves the ranks of one @dp
+// instance alike, not those of @tp: its result is not taken as replicated
+// over @tp, so the add reads the gathered tokens and stays whole.
+// CHECK-LABEL: func.func @other_group_is_not_replicated
+// CHECK: %[[X:.*]] = braid.reduce_scatter sum %arg0 on @tp dim 1
+// CHECK: %[[D:.*]] = braid.all_reduce sum %arg1 on @dp
+// CHECK-NOT: braid.all_to_all
+// CHECK: %[[XG:.*]] = braid.all_gather %[[X]] on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+// CHECK-NEXT: braid.add %[[XG]], %[[D]] : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+func.func @other_group_is_not_replicated(%e: tensor<1x8x16xf32>, %f: tensor<1x8x16xf32>) -> (tensor<1x8x16xf32>, tensor<1x8x16xf32>) {
+  %x = braid.all_reduce sum %e on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %s = braid.silu %x : tensor<1x8x16xf32>
+  %d = braid.all_reduce sum %f on @dp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %h = braid.add %x, %d : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return %s, %h : tensor<1x8x16xf32>, tensor<1x8x16xf32>
+}
