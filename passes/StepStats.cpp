@@ -220,3 +220,17 @@ void mlir::braid::printStepStats(llvm::raw_ostream &os, const StepStats &st) {
                        ("  " + name).c_str(), (long long)c.bytes,
                        human((double)c.bytes, "B").c_str(), (long long)c.count);
 }
+
+llvm::Error mlir::braid::printModuleStepStats(llvm::raw_ostream &os,
+                                              ModuleOp module) {
+  std::vector<StepStats> all;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto st = computeStepStats(func);
+    if (!st)
+      return st.takeError();
+    all.push_back(std::move(*st));
+  }
+  for (const StepStats &st : all)
+    printStepStats(os, st);
+  return llvm::Error::success();
+}

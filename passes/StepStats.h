@@ -60,6 +60,11 @@ llvm::Expected<StepStats> computeStepStats(func::FuncOp func);
 
 void printStepStats(llvm::raw_ostream &os, const StepStats &stats);
 
+/// Every function's counts first, then the tables: a count past int64 is
+/// an error, and no partial table is printed (braid-import --stats,
+/// braid-compile --step-stats).
+llvm::Error printModuleStepStats(llvm::raw_ostream &os, ModuleOp module);
+
 } // namespace mlir::braid
 
 #endif // BRAID_PASSES_STEPSTATS_H

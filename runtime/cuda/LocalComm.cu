@@ -191,11 +191,14 @@ __global__ void recvDoneKernel(LocalCommRank r, int peer) {
   publishCounter(&r.dev->taken[peer][r.rank], r.dev->expected[peer][r.rank]);
 }
 
-unsigned copyBlocks(size_t bytes) {
-  size_t blocks = (bytes / 16 + kCopyThreads - 1) / kCopyThreads;
+/// Blocks of kCopyThreads for `work` items (grid-stride beyond the cap).
+unsigned blocksFor(size_t work) {
+  size_t blocks = (work + kCopyThreads - 1) / kCopyThreads;
   return unsigned(blocks < 1 ? 1 : blocks > kMaxCopyBlocks ? kMaxCopyBlocks
                                                            : blocks);
 }
+/// Copies move 16 bytes per thread where they can.
+unsigned copyBlocks(size_t bytes) { return blocksFor(bytes / 16); }
 
 } // namespace
 
@@ -222,10 +225,7 @@ cudaError_t launchLocalReduce(const LocalCommRank &r, Out dst, int64_t count,
                               cudaStream_t stream) {
   if (count == 0)
     return cudaSuccess;
-  unsigned blocks = unsigned(
-      (count + kCopyThreads - 1) / kCopyThreads < int64_t(kMaxCopyBlocks)
-          ? (count + kCopyThreads - 1) / kCopyThreads
-          : kMaxCopyBlocks);
+  unsigned blocks = blocksFor(size_t(count));
   if (dst.dt == Dt::I32 || dst.dt == Dt::I64)
     reduceKernel<true><<<blocks, kCopyThreads, 0, stream>>>(r, dst, count,
                                                             srcOffset, kind);

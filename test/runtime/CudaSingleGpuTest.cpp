@@ -240,13 +240,25 @@ TEST(SingleGpu, SendRecvBetweenStages) {
   }
 }
 
-/// Milliseconds `body` took.
-template <typename Body> double millis(Body &&body) {
+/// One step of `function` on `runner` and the milliseconds it took.
+Expected<std::vector<TensorMap>>
+timedRun(cuda::CudaRunner &runner, const std::vector<std::string> &functions,
+         const std::vector<TensorMap> &inputs, double &ms) {
   auto t0 = std::chrono::steady_clock::now();
-  body();
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t0)
-      .count();
+  auto out = runner.runPerRank(functions, inputs);
+  ms = std::chrono::duration<double, std::milli>(
+           std::chrono::steady_clock::now() - t0)
+           .count();
+  return out;
+}
+
+/// The Megatron MLP at tp `tp` (megatronMlpPlan's "prefill") and its input.
+PlanBuilder faultTestPlan(int tp) {
+  return megatronMlpPlan(tp, 64, 128, 2, 8, DType::F32);
+}
+TensorMap faultTestInput() {
+  return {{"x", HostTensor::fromFloats(DType::F32, {2, 8, 64},
+                                       wave(2 * 8 * 64, 0.1f))}};
 }
 
 // Both ranks receive before they send, each a lone blocking call: NCCL
@@ -278,9 +290,8 @@ TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
     auto gpu = cuda::CudaRunner::create(*loaded, o);
     ASSERT_TRUE(gpu) << gpu.status().message();
     TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}};
-    Expected<std::vector<TensorMap>> out = errorf("not run");
-    double ms = millis([&] { out = (*gpu)->runPerRank({"stage0", "stage1"},
-                                                      {in, in}); });
+    double ms = 0;
+    auto out = timedRun(**gpu, {"stage0", "stage1"}, {in, in}, ms);
     ASSERT_FALSE(out) << (graph ? "graph" : "eager");
     EXPECT_NE(out.status().message().find("a collective is stuck"),
               std::string::npos)
@@ -293,19 +304,18 @@ TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
 // timeout with an error naming who waited for whom; the runner then
 // refuses further steps (its communicators are aborted).
 TEST(SingleGpu, StuckCollectiveEndsWithinTheTimeout) {
-  auto loaded = loadPlan(megatronMlpPlan(2, 64, 128, 2, 8, DType::F32).finish());
+  auto loaded = loadPlan(faultTestPlan(2).finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   BRAID_SKIP_WITHOUT_GPU();
-  TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {2, 8, 64},
-                                            wave(2 * 8 * 64, 0.1f))}};
+  TensorMap in = faultTestInput();
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions o = oneGpu(graph);
     o.stepTimeoutSeconds = 2;
     o.testStuckRank = 1;
     auto gpu = cuda::CudaRunner::create(*loaded, o);
     ASSERT_TRUE(gpu) << gpu.status().message();
-    Expected<std::vector<TensorMap>> out = errorf("not run");
-    double ms = millis([&] { out = (*gpu)->run("prefill", {in}); });
+    double ms = 0;
+    auto out = timedRun(**gpu, {"prefill", "prefill"}, {in}, ms);
     ASSERT_FALSE(out) << (graph ? "graph" : "eager");
     EXPECT_NE(out.status().message().find("waited for rank 1"),
               std::string::npos)
@@ -323,19 +333,19 @@ TEST(SingleGpu, StuckCollectiveEndsWithinTheTimeout) {
 // waiting in a collective, are released at once (not at the timeout), and
 // the error is the failing rank's.
 TEST(SingleGpu, FailingRankReleasesItsPeersAtOnce) {
-  auto loaded = loadPlan(megatronMlpPlan(4, 64, 128, 2, 8, DType::F32).finish());
+  auto loaded = loadPlan(faultTestPlan(4).finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   BRAID_SKIP_WITHOUT_GPU();
-  TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {2, 8, 64},
-                                            wave(2 * 8 * 64, 0.1f))}};
+  TensorMap in = faultTestInput();
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions o = oneGpu(graph);
     o.stepTimeoutSeconds = 60;
     o.testFailingRank = 2;
     auto gpu = cuda::CudaRunner::create(*loaded, o);
     ASSERT_TRUE(gpu) << gpu.status().message();
-    Expected<std::vector<TensorMap>> out = errorf("not run");
-    double ms = millis([&] { out = (*gpu)->run("prefill", {in}); });
+    double ms = 0;
+    auto out = timedRun(**gpu, std::vector<std::string>(4, "prefill"), {in},
+                        ms);
     ASSERT_FALSE(out) << (graph ? "graph" : "eager");
     EXPECT_NE(out.status().message().find("rank 2: failed on purpose"),
               std::string::npos)
@@ -346,7 +356,7 @@ TEST(SingleGpu, FailingRankReleasesItsPeersAtOnce) {
 
 // Checked before any GPU is touched, so on every machine.
 TEST(SingleGpu, RankFaultsNeedTheTestCommunicator) {
-  auto loaded = loadPlan(megatronMlpPlan(2, 64, 128, 2, 8, DType::F32).finish());
+  auto loaded = loadPlan(faultTestPlan(2).finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   cuda::ExecutorOptions o;
   o.testStuckRank = 1;

@@ -147,17 +147,9 @@ int main(int argc, char **argv) {
                    << " bytes\n";
     }
 
-  if (stepStats) {
-    std::vector<mlir::braid::StepStats> all;
-    for (auto func : (**module).getOps<mlir::func::FuncOp>()) {
-      auto st = mlir::braid::computeStepStats(func);
-      if (!st)
-        return fail("--step-stats: " + llvm::toString(st.takeError()));
-      all.push_back(std::move(*st));
-    }
-    for (const mlir::braid::StepStats &st : all)
-      mlir::braid::printStepStats(llvm::outs(), st);
-  }
+  if (stepStats)
+    if (llvm::Error e = mlir::braid::printModuleStepStats(llvm::outs(), **module))
+      return fail("--step-stats: " + llvm::toString(std::move(e)));
 
   std::string err;
   auto out = mlir::openOutputFile(outputPath, &err);

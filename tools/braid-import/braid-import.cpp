@@ -68,20 +68,12 @@ int main(int argc, char **argv) {
   }
 
   if (stats) {
-    // Every function's counts first: a count past int64 is an error, and no
-    // partial table is printed.
-    std::vector<mlir::braid::StepStats> all;
-    for (auto func : (**module).getOps<mlir::func::FuncOp>()) {
-      auto st = mlir::braid::computeStepStats(func);
-      if (!st) {
-        llvm::errs() << "braid-import: --stats: "
-                     << llvm::toString(st.takeError()) << "\n";
-        return 1;
-      }
-      all.push_back(std::move(*st));
+    if (llvm::Error e =
+            mlir::braid::printModuleStepStats(llvm::outs(), **module)) {
+      llvm::errs() << "braid-import: --stats: " << llvm::toString(std::move(e))
+                   << "\n";
+      return 1;
     }
-    for (const mlir::braid::StepStats &st : all)
-      mlir::braid::printStepStats(llvm::outs(), st);
     if (outputPath == "-")
       return 0;
   }
