@@ -680,6 +680,11 @@ struct BraidSequenceParallelPass
       }
       tgt = std::move(*resolved);
     }
+    // One model for every function: it depends on the target and the
+    // module's groups only.
+    std::optional<::braid::cost::CostModel> model;
+    if (tgt)
+      model.emplace(*tgt, ::braid::cost::LaunchMode::Graph, module);
     SequenceParallelRewriter rewriter(module, pad);
     SmallVector<func::FuncOp> plainFunctions; // no Ulysses: TP or Megatron
     FlatSymbolRefAttr ulyssesGroup;
@@ -713,17 +718,16 @@ struct BraidSequenceParallelPass
       if (tgt && !ulyssesHere) {
         // Price the rewritten function against the original on the
         // target's timeline; keep it only where the step gets faster.
-        ::braid::cost::CostModel model(*tgt, ::braid::cost::LaunchMode::Graph, module);
-        if (model.worldSize() > tgt->worldSize()) {
+        if (model->worldSize() > tgt->worldSize()) {
           say(name + ": left alone: the module spans " +
-              std::to_string(model.worldSize()) + " ranks, target '" +
+              std::to_string(model->worldSize()) + " ranks, target '" +
               tgt->name + "' has " + std::to_string(tgt->worldSize()));
           continue;
         }
-        double before = ::braid::cost::simulate(func, model).stepTime;
+        double before = ::braid::cost::simulate(func, *model).stepTime;
         auto trial = cast<func::FuncOp>(func->clone());
         rewriter.rewrite(rewriter.analyze(trial));
-        double after = ::braid::cost::simulate(trial, model).stepTime;
+        double after = ::braid::cost::simulate(trial, *model).stepTime;
         trial.erase();
         priced = llvm::formatv(" step {0:F3} ms -> {1:F3} ms on {2}",
                                before * 1e3, after * 1e3, tgt->name)
