@@ -40,6 +40,10 @@ Expected<std::string> describeGpus();
 
 } // namespace braid::rt::cuda
 
+/// The Status of a CUDA call, for code that must go on after a failure.
+#define BRAID_CUDA_STATUS(expr)                                                \
+  ::braid::rt::cuda::cudaStatus((expr), #expr, __FILE__, __LINE__)
+
 #define BRAID_CUDA_CHECK(expr)                                                 \
   do {                                                                         \
     cudaError_t braidCudaError_ = (expr);                                      \

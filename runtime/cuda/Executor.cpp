@@ -8,6 +8,7 @@
 #include "runtime/cuda/DeviceSelect.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/GemmFusion.h"
+#include "runtime/cuda/HostRendezvous.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/LocalComm.h"
@@ -167,6 +168,24 @@ cuda::planFunctionStreams(const plan::Function &f,
 
 namespace braid::rt::cuda {
 
+/// What a rank posts at the single-GPU test mode's step meetings.
+struct JointPost {
+  cudaEvent_t event = nullptr;
+  bool ok = true;
+  int function = -1; // the function index the rank runs this step
+};
+
+/// The single-GPU test mode in graph mode. A rank's collectives make its
+/// streams wait for its peers' events (LocalComm.h), and a graph can hold
+/// such a wait only when both sides are in the same capture: the ranks of
+/// the process are captured into one graph, which rank 0 launches. They
+/// meet here to open and close that capture and around each launch.
+struct JointSteps {
+  JointSteps(int ranks, double timeoutSeconds)
+      : meet(ranks, timeoutSeconds, "the single-GPU test mode's ranks") {}
+  HostRendezvous<JointPost> meet;
+};
+
 class CudaRank final : private CommTeardown {
 public:
   /// Makes no CUDA call: setUp and connect (on the rank's thread) do.
@@ -194,6 +213,12 @@ public:
   /// Graphs destroyed, then communicators aborted (after another rank's
   /// failed step: its peers' communicators are gone).
   void abort();
+  /// The single-GPU test mode in graph mode: this rank is `party` of the
+  /// process's joint graph steps.
+  void joinSteps(JointSteps *steps, int party) {
+    joint_ = steps;
+    party_ = party;
+  }
   bool hasFunction(const std::string &name) const {
     return plan_.functionIndex(name) >= 0;
   }
@@ -228,8 +253,12 @@ private:
   };
 
   Status prepareFunction(Function &fn);
-  /// Loads every kernel a step may launch (the single-GPU test mode).
-  Status loadEveryKernel();
+  /// Enqueues the step (capturing its graph the first time, in graph
+  /// mode) between start_ and stop_ on stream 0.
+  Status launchStep(Function &fn, StepTiming &timing);
+  /// The same with joint steps: rank 0 launches the graph of every rank.
+  Status launchJointStep(int function, StepTiming &timing);
+  Status captureJointGraph(Function &fn, Graph &graph, GraphExec &exec);
   Status enqueue(Function &fn);
   Status runOp(Function &fn, int index, cudaStream_t stream);
   Status runCollective(Function &fn, int index, const plan::Op &op,
@@ -275,6 +304,12 @@ private:
   std::vector<DeviceMemory> workspaces_; // by stream
   std::optional<DeviceErrorFlag> errors_;
   Event start_, stop_;
+  JointSteps *joint_ = nullptr;
+  int party_ = 0;
+  Event jointFork_, jointJoin_; // with joint steps
+  /// With joint steps, by the function index each rank runs: rank 0 holds
+  /// the graph of all of them; the others only remember it was captured.
+  std::map<std::vector<int>, std::pair<Graph, GraphExec>> jointGraphs_;
   std::map<int, Function> functions_; // by function index
   CommLifetime lifetime_{*this};
   std::vector<OpTime> profile_;
@@ -296,6 +331,7 @@ void CudaRank::destroyGraphs() {
     fn.exec.reset();
     fn.graph.reset();
   }
+  jointGraphs_.clear(); // execs before graphs: pair members go in reverse
 }
 
 void CudaRank::abortComms() {
@@ -355,6 +391,12 @@ Status CudaRank::setUp() {
   }
   BRAID_CUDA_CHECK(cudaEventCreate(start_.out()));
   BRAID_CUDA_CHECK(cudaEventCreate(stop_.out()));
+  if (options_.singleGpuTest) {
+    BRAID_CUDA_CHECK(
+        cudaEventCreateWithFlags(jointFork_.out(), cudaEventDisableTiming));
+    BRAID_CUDA_CHECK(
+        cudaEventCreateWithFlags(jointJoin_.out(), cudaEventDisableTiming));
+  }
   BRAID_CUBLAS_CHECK(cublasLtCreate(lt_.out()));
   std::vector<bool> gemmStreams = planGemmStreams(p);
   workspaces_.resize(streams_.size());
@@ -390,34 +432,6 @@ Status CudaRank::connect(const CommFactory &make) {
     if (!comm)
       return comm.status();
     comms_.push_back(comm.take());
-  }
-  if (options_.singleGpuTest)
-    return loadEveryKernel();
-  return Status::ok();
-}
-
-Status CudaRank::loadEveryKernel() {
-  // With lazy loading (CUDA 12's default) the first launch of a kernel
-  // loads it, and loading may wait for every kernel running in the context.
-  // On one GPU a rank's collective spins until its peers arrive: a peer
-  // whose next launch loads a kernel would then wait for it forever.
-  // Instantiating a graph of each function loads all its kernels (and
-  // cuBLASLt's) up front; the graphs are thrown away.
-  cudaStream_t main = streams_[0].get();
-  for (auto &[index, fn] : functions_) {
-    BRAID_CUDA_CHECK(
-        cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
-    Status st = enqueue(fn);
-    cudaGraph_t captured = nullptr;
-    cudaError_t end = cudaStreamEndCapture(main, &captured);
-    Graph graph(captured);
-    BRAID_CUDA_CHECK(end);
-    // A function this rank cannot run (a pipeline stage of another rank,
-    // whose send names this rank as its own peer) fails its own steps.
-    if (!st)
-      continue;
-    GraphExec exec;
-    BRAID_CUDA_CHECK(cudaGraphInstantiate(exec.out(), graph.get(), 0));
   }
   return Status::ok();
 }
@@ -899,30 +913,8 @@ Expected<TensorMap> CudaRank::run(const std::string &function,
       [&] { return runStep(function, inputs, timing, cancel); });
 }
 
-Expected<TensorMap> CudaRank::runStep(const std::string &function,
-                                      const TensorMap &inputs,
-                                      StepTiming &timing,
-                                      const std::atomic<bool> &cancel) {
-  BRAID_CUDA_CHECK(cudaSetDevice(device_));
-  if (rank_ == options_.testFailingRank)
-    return errorf("failed on purpose (a test of a rank failing alone)");
-  int fi = plan_.functionIndex(function);
-  if (fi < 0)
-    return errorf("plan has no function '", function, "'");
-  Function &fn = functions_.at(fi);
-  const plan::Function &f = *fn.f;
+Status CudaRank::launchStep(Function &fn, StepTiming &timing) {
   cudaStream_t main = streams_[0].get();
-
-  auto bound = bindInputs(f, inputs);
-  if (!bound)
-    return bound.status();
-  for (const BoundInput &in : *bound)
-    BRAID_CUDA_CHECK(cudaMemcpyAsync(fn.ptr[size_t(in.tensor)],
-                                     in.value->bytes.data(),
-                                     in.value->bytes.size(),
-                                     cudaMemcpyHostToDevice, main));
-
-  timing = StepTiming();
   if (options_.graph && !fn.exec) {
     // Capture once; instantiate and upload before the first launch.
     BRAID_CUDA_CHECK(
@@ -947,6 +939,162 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
                             std::chrono::steady_clock::now() - hostStart)
                             .count();
   BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
+  return Status::ok();
+}
+
+namespace {
+bool allOk(const std::vector<JointPost> &posts) {
+  return std::all_of(posts.begin(), posts.end(),
+                     [](const JointPost &p) { return p.ok; });
+}
+} // namespace
+
+Status CudaRank::captureJointGraph(Function &fn, Graph &graph,
+                                   GraphExec &exec) {
+  // Rank 0 opens the capture; the others' stream 0 joins it through rank
+  // 0's fork event; every rank enqueues its step (its collectives meet
+  // their peers inside the capture); rank 0 closes the capture once every
+  // rank has handed its stream back, failed or not, so the capture always
+  // ends whole.
+  cudaStream_t main = streams_[0].get();
+  bool origin = party_ == 0;
+  Status st = Status::ok();
+  if (origin) {
+    st = BRAID_CUDA_STATUS(
+        cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+    if (st)
+      st = BRAID_CUDA_STATUS(cudaEventRecord(jointFork_.get(), main));
+  }
+  auto opened = joint_->meet.arrive(party_, {jointFork_.get(), bool(st)});
+  bool began = origin && st;
+  if (opened && allOk(*opened)) {
+    if (!origin)
+      st = BRAID_CUDA_STATUS(cudaStreamWaitEvent(main, (*opened)[0].event, 0));
+    if (st)
+      st = enqueue(fn);
+  } else if (st) {
+    st = opened ? errorf("aborted: another rank failed (opening the joint "
+                         "graph capture)")
+                : opened.status();
+  }
+  cudaEvent_t handBack = nullptr;
+  if (!origin && opened && allOk(*opened) &&
+      cudaEventRecord(jointJoin_.get(), main) == cudaSuccess)
+    handBack = jointJoin_.get();
+  auto closed = joint_->meet.arrive(party_, {handBack, bool(st)});
+  if (began) {
+    if (closed)
+      for (size_t r = 1; r < closed->size(); ++r)
+        if ((*closed)[r].event)
+          (void)cudaStreamWaitEvent(main, (*closed)[r].event, 0);
+    cudaGraph_t captured = nullptr;
+    cudaError_t end = cudaStreamEndCapture(main, &captured);
+    graph = Graph(captured);
+    if (st && closed && allOk(*closed)) {
+      st = BRAID_CUDA_STATUS(end);
+      if (st)
+        st = BRAID_CUDA_STATUS(
+            cudaGraphInstantiate(exec.out(), graph.get(), 0));
+      if (st)
+        st = BRAID_CUDA_STATUS(cudaGraphUpload(exec.get(), main));
+    }
+  }
+  if (st && !closed)
+    st = closed.status();
+  if (st && !allOk(*closed))
+    st = errorf("aborted: another rank failed (capturing the joint graph)");
+  return st;
+}
+
+Status CudaRank::launchJointStep(int function, StepTiming &timing) {
+  cudaStream_t main = streams_[0].get();
+  bool origin = party_ == 0;
+  // The ranks tell each other what they run and, but for rank 0, when
+  // their inputs are on the device (start_: a rank's own times are rank
+  // 0's, whose events bracket the whole graph).
+  if (!origin)
+    BRAID_CUDA_CHECK(cudaEventRecord(start_.get(), main));
+  auto ready = joint_->meet.arrive(
+      party_, {origin ? nullptr : start_.get(), true, function});
+  if (!ready)
+    return ready.status();
+  std::vector<int> key;
+  for (const JointPost &p : *ready)
+    key.push_back(p.function);
+  if (!jointGraphs_.count(key)) {
+    std::pair<Graph, GraphExec> made;
+    Status st = captureJointGraph(functions_.at(function), made.first,
+                                  made.second);
+    // Everyone learns whether every rank (rank 0: and the graph) succeeded.
+    auto verdict = joint_->meet.arrive(party_, {nullptr, bool(st), function});
+    BRAID_RETURN_IF_ERROR(st);
+    if (!verdict)
+      return verdict.status();
+    if (!allOk(*verdict))
+      return errorf("aborted: another rank failed (capturing the joint "
+                    "graph)");
+    jointGraphs_[key] = std::move(made);
+    timing.captured = true;
+  }
+  // Rank 0 launches once every rank's inputs are on the device; the
+  // others' stream 0 waits for the graph to end.
+  auto hostStart = std::chrono::steady_clock::now();
+  Status launched = Status::ok();
+  if (origin) {
+    for (size_t r = 1; r < ready->size() && launched; ++r)
+      launched =
+          BRAID_CUDA_STATUS(cudaStreamWaitEvent(main, (*ready)[r].event, 0));
+    if (launched)
+      launched = BRAID_CUDA_STATUS(cudaEventRecord(start_.get(), main));
+    if (launched)
+      launched = BRAID_CUDA_STATUS(
+          cudaGraphLaunch(jointGraphs_[key].second.get(), main));
+    if (launched)
+      launched = BRAID_CUDA_STATUS(cudaEventRecord(stop_.get(), main));
+  }
+  timing.hostLaunchMs = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - hostStart)
+                            .count();
+  auto done =
+      joint_->meet.arrive(party_, {stop_.get(), bool(launched), function});
+  BRAID_RETURN_IF_ERROR(launched);
+  if (!done)
+    return done.status();
+  if (!allOk(*done))
+    return errorf("aborted: another rank failed (launching the joint graph)");
+  if (!origin) {
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, (*done)[0].event, 0));
+    BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
+  }
+  return Status::ok();
+}
+
+Expected<TensorMap> CudaRank::runStep(const std::string &function,
+                                      const TensorMap &inputs,
+                                      StepTiming &timing,
+                                      const std::atomic<bool> &cancel) {
+  BRAID_CUDA_CHECK(cudaSetDevice(device_));
+  if (rank_ == options_.testFailingRank)
+    return errorf("failed on purpose (a test of a rank failing alone)");
+  int fi = plan_.functionIndex(function);
+  if (fi < 0)
+    return errorf("plan has no function '", function, "'");
+  Function &fn = functions_.at(fi);
+  const plan::Function &f = *fn.f;
+  cudaStream_t main = streams_[0].get();
+
+  auto bound = bindInputs(f, inputs);
+  if (!bound)
+    return bound.status();
+  for (const BoundInput &in : *bound)
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(fn.ptr[size_t(in.tensor)],
+                                     in.value->bytes.data(),
+                                     in.value->bytes.size(),
+                                     cudaMemcpyHostToDevice, main));
+
+  timing = StepTiming();
+  BRAID_RETURN_IF_ERROR(joint_ && options_.graph ? launchJointStep(fi, timing)
+                                                 : launchStep(fn, timing));
   BRAID_RETURN_IF_ERROR(waitForStep(stop_.get(), cancel));
   float ms = 0;
   BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
@@ -1093,13 +1241,23 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
         std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
   // The test communicator gives up a little before the host does, so the
   // error names the rank that waited and the one it waited for.
-  LocalCommRegistry local(options.stepTimeoutSeconds * 0.9);
+  auto local =
+      std::make_shared<LocalCommRegistry>(options.stepTimeoutSeconds * 0.9);
+  if (oneGpu) {
+    runner->local_ = local;
+    if (options.graph && held.size() > 1) {
+      runner->joint_ = std::make_shared<JointSteps>(
+          int(held.size()), options.stepTimeoutSeconds);
+      for (size_t i = 0; i < held.size(); ++i)
+        runner->ranks_[i]->joinSteps(runner->joint_.get(), int(i));
+    }
+  }
   CudaRank::CommFactory make =
       [&](const CommKey &key, const GroupPosition &pos,
           size_t scratchBytes) -> Expected<std::unique_ptr<DeviceComm>> {
     CommIdKey id{pos.instanceKey, key.stream};
     if (oneGpu)
-      return local.join(id, pos.size, pos.rankInGroup, scratchBytes);
+      return local->join(id, pos.size, pos.rankInGroup, scratchBytes);
     auto found = ids.find(id);
     if (found == ids.end())
       return errorf("no NCCL id for group ", key.group, " instance ",
@@ -1153,8 +1311,15 @@ CudaRunner::runPerRank(const std::vector<std::string> &functions,
         results[r] = ranks_[r]->run(functions[r],
                                     inputs[inputs.size() == 1 ? 0 : r],
                                     timings[r], cancel);
-        if (!results[r]->hasValue())
+        if (!results[r]->hasValue()) {
           cancel = true; // release ranks blocked in collectives
+          // The single-GPU test mode's ranks wait for each other on the
+          // host: release them too.
+          if (local_)
+            local_->abortAll();
+          if (joint_)
+            joint_->meet.abort();
+        }
       },
       "the GPU rank threads"));
   double wallMs = std::chrono::duration<double, std::milli>(

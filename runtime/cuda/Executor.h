@@ -84,6 +84,8 @@ struct StepTiming {
 };
 
 class CudaRank;
+class LocalCommRegistry;
+struct JointSteps;
 
 /// The ranks of a plan this process runs: every rank, one thread per GPU;
 /// or, with a multi-process Bootstrap, the process's own rank.
@@ -121,6 +123,10 @@ public:
 private:
   CudaRunner() = default;
   std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
+  /// The single-GPU test mode's meeting places (null otherwise): the
+  /// communicators' groups, and the ranks' steps in graph mode.
+  std::shared_ptr<LocalCommRegistry> local_;
+  std::shared_ptr<JointSteps> joint_;
   std::vector<int> held_;
   StepTiming timing_;
   std::vector<OpTime> profile_;

@@ -3,6 +3,7 @@
 
 #include "runtime/HostTensor.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/HostRendezvous.h"
 #include "runtime/cuda/LocalCommKernels.h"
 #include "runtime/cuda/Resources.h"
 
@@ -13,73 +14,37 @@
 using namespace braid::rt;
 using namespace braid::rt::cuda;
 namespace plan = braid::plan;
-using detail::LocalCommDeviceState;
-using detail::LocalCommHostState;
-using detail::LocalCommRank;
 
 namespace braid::rt::cuda {
 
-/// One group instance on one stream: device state shared by its ranks, and
-/// the host-mapped word through which the host aborts and learns why a
-/// wait ended.
+/// What a rank posts when it meets its peers: the buffer they read (or
+/// null) and the event after which they may.
+struct LocalPost {
+  const void *ptr = nullptr;
+  cudaEvent_t event = nullptr;
+};
+
+/// One group instance on one stream: where its ranks meet on the host.
 class LocalCommGroup {
 public:
-  static Expected<std::shared_ptr<LocalCommGroup>> create(int64_t instance) {
-    auto g = std::shared_ptr<LocalCommGroup>(new LocalCommGroup());
-    g->instance_ = instance;
-    BRAID_CUDA_CHECK(cudaMalloc(g->dev_.out(), sizeof(LocalCommDeviceState)));
-    BRAID_CUDA_CHECK(cudaMemset(g->dev_.get(), 0, sizeof(LocalCommDeviceState)));
-    void *host = nullptr;
-    BRAID_CUDA_CHECK(cudaHostAlloc(&host, sizeof(LocalCommHostState),
-                                   cudaHostAllocMapped));
-    g->host_ = static_cast<LocalCommHostState *>(host);
-    std::memset(host, 0, sizeof(LocalCommHostState));
-    void *mapped = nullptr;
-    BRAID_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
-    g->mapped_ = static_cast<LocalCommHostState *>(mapped);
-    BRAID_CUDA_CHECK(cudaDeviceSynchronize()); // the memset, before any use
-    return g;
-  }
-  ~LocalCommGroup() {
-    if (host_)
-      (void)cudaFreeHost(host_);
-  }
+  LocalCommGroup(int64_t instance, int size, double timeoutSeconds)
+      : collectives_(size, timeoutSeconds, name(instance)),
+        messages_(size, timeoutSeconds, name(instance)) {}
 
-  LocalCommRank view(int rank, int size, double timeoutSeconds) const {
-    LocalCommRank r;
-    r.dev = static_cast<LocalCommDeviceState *>(dev_.get());
-    r.host = mapped_;
-    r.rank = rank;
-    r.size = size;
-    r.timeoutNs = (unsigned long long)(std::ceil(timeoutSeconds * 1e9));
-    return r;
-  }
-  void abort() { host_->abort = 1; }
-  /// Why a wait of this group ended early; ok while none did.
-  Status failure(double timeoutSeconds) const {
-    int why = host_->failure;
-    if (why == detail::kLocalCommOk)
-      return Status::ok();
-    std::string where = "single-GPU test communicator, group instance " +
-                        std::to_string(instance_) + ": rank " +
-                        std::to_string(host_->rank) + " waited for rank " +
-                        std::to_string(host_->peer) + " (barrier or message " +
-                        std::to_string(host_->epoch) + ")";
-    if (why == detail::kLocalCommTimedOut)
-      return errorf(where, " longer than ", timeoutSeconds,
-                    " s: a collective is stuck (do all ranks run the same "
-                    "plan?)");
-    // The executor aborts when a rank failed: the root cause is that
-    // rank's error (CudaRunner reports it instead of this one).
-    return errorf("aborted: another rank failed (", where, ")");
+  HostRendezvous<LocalPost> &collectives() { return collectives_; }
+  HostMailbox<LocalPost> &messages() { return messages_; }
+  void abort() {
+    collectives_.abort();
+    messages_.abort();
   }
 
 private:
-  LocalCommGroup() = default;
-  int64_t instance_ = 0;
-  DeviceMemory dev_;
-  LocalCommHostState *host_ = nullptr;   // host view
-  LocalCommHostState *mapped_ = nullptr; // device view
+  static std::string name(int64_t instance) {
+    return "single-GPU test communicator, group instance " +
+           std::to_string(instance);
+  }
+  HostRendezvous<LocalPost> collectives_;
+  HostMailbox<LocalPost> messages_;
 };
 
 } // namespace braid::rt::cuda
@@ -109,78 +74,117 @@ int kindIndex(plan::ReduceKind k) {
 
 class LocalDeviceComm final : public DeviceComm {
 public:
-  LocalDeviceComm(std::shared_ptr<LocalCommGroup> group, LocalCommRank view,
+  LocalDeviceComm(std::shared_ptr<LocalCommGroup> group, int rank, int size,
                   DeviceMemory scratch, size_t scratchBytes,
-                  double timeoutSeconds)
-      : group_(std::move(group)), r_(view), scratch_(std::move(scratch)),
-        scratchBytes_(scratchBytes), timeoutSeconds_(timeoutSeconds) {}
+                  std::vector<Event> events)
+      : group_(std::move(group)), rank_(rank), size_(size),
+        scratch_(std::move(scratch)), scratchBytes_(scratchBytes),
+        events_(std::move(events)) {}
 
   Status allReduce(const void *in, void *out, size_t count, DType dtype,
                    plan::ReduceKind kind, cudaStream_t stream) override {
     size_t bytes = count * dtypeSize(dtype);
     BRAID_RETURN_IF_ERROR(fits(bytes));
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, true, in, stream));
+    auto src = meet(in, stream);
+    if (!src)
+      return src.status();
     BRAID_CUDA_CHECK(detail::launchLocalReduce(
-        r_, {scratch_.get(), detail::Dt(dtype)}, int64_t(count), 0,
+        *src, {scratch_.get(), detail::Dt(dtype)}, int64_t(count), 0,
         kindIndex(kind), stream));
     return finish(out, bytes, stream);
   }
   Status broadcast(const void *in, void *out, size_t count, DType dtype,
                    int root, cudaStream_t stream) override {
-    if (root < 0 || root >= r_.size)
-      return errorf("broadcast root ", root, " of ", r_.size, " ranks");
+    if (root < 0 || root >= size_)
+      return errorf("broadcast root ", root, " of ", size_, " ranks");
     size_t bytes = count * dtypeSize(dtype);
     BRAID_RETURN_IF_ERROR(fits(bytes));
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, true, in, stream));
-    BRAID_CUDA_CHECK(detail::launchLocalGather(r_, scratch_.get(), bytes, 0,
+    auto src = meet(in, stream);
+    if (!src)
+      return src.status();
+    BRAID_CUDA_CHECK(detail::launchLocalGather(*src, scratch_.get(), bytes, 0,
                                                root, stream));
     return finish(out, bytes, stream);
   }
   Status allGather(const void *in, void *out, size_t count, DType dtype,
                    cudaStream_t stream) override {
     size_t piece = count * dtypeSize(dtype);
-    BRAID_RETURN_IF_ERROR(fits(piece * size_t(r_.size)));
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, true, in, stream));
+    BRAID_RETURN_IF_ERROR(fits(piece * size_t(size_)));
+    auto src = meet(in, stream);
+    if (!src)
+      return src.status();
     BRAID_CUDA_CHECK(
-        detail::launchLocalGather(r_, scratch_.get(), piece, 0, -1, stream));
-    return finish(out, piece * size_t(r_.size), stream);
+        detail::launchLocalGather(*src, scratch_.get(), piece, 0, -1, stream));
+    return finish(out, piece * size_t(size_), stream);
   }
   Status reduceScatter(const void *in, void *out, size_t recvCount,
                        DType dtype, plan::ReduceKind kind,
                        cudaStream_t stream) override {
     size_t bytes = recvCount * dtypeSize(dtype);
     BRAID_RETURN_IF_ERROR(fits(bytes));
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, true, in, stream));
+    auto src = meet(in, stream);
+    if (!src)
+      return src.status();
     BRAID_CUDA_CHECK(detail::launchLocalReduce(
-        r_, {scratch_.get(), detail::Dt(dtype)}, int64_t(recvCount),
-        int64_t(recvCount) * r_.rank, kindIndex(kind), stream));
+        *src, {scratch_.get(), detail::Dt(dtype)}, int64_t(recvCount),
+        int64_t(recvCount) * rank_, kindIndex(kind), stream));
     return finish(out, bytes, stream);
   }
   Status allToAll(const void *send, void *recv, size_t pieceCount,
                   DType dtype, cudaStream_t stream) override {
     size_t piece = pieceCount * dtypeSize(dtype);
-    BRAID_RETURN_IF_ERROR(fits(piece * size_t(r_.size)));
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, true, send, stream));
+    BRAID_RETURN_IF_ERROR(fits(piece * size_t(size_)));
+    auto src = meet(send, stream);
+    if (!src)
+      return src.status();
     BRAID_CUDA_CHECK(detail::launchLocalGather(
-        r_, scratch_.get(), piece, piece * size_t(r_.rank), -1, stream));
-    return finish(recv, piece * size_t(r_.size), stream);
+        *src, scratch_.get(), piece, piece * size_t(rank_), -1, stream));
+    return finish(recv, piece * size_t(size_), stream);
   }
+  /// Posts `in` and waits (on the host) until `peer` has enqueued its
+  /// copy; the stream then waits for that copy, so `in` is not overwritten
+  /// before it is read (NCCL's rendezvous).
   Status send(const void *in, size_t, DType, int peer,
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
-    BRAID_CUDA_CHECK(detail::launchLocalSend(r_, peer, in, stream));
+    cudaEvent_t ready = events_[kSendReady + size_t(peer)].get();
+    BRAID_CUDA_CHECK(cudaEventRecord(ready, stream));
+    auto done = group_->messages().send(rank_, peer, LocalPost{in, ready});
+    if (!done)
+      return done.status();
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, done->event, 0));
     return Status::ok();
   }
   Status recv(void *out, size_t count, DType dtype, int peer,
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
-    BRAID_CUDA_CHECK(detail::launchLocalRecv(r_, peer, out,
-                                             count * dtypeSize(dtype), stream));
-    return Status::ok();
+    size_t bytes = count * dtypeSize(dtype);
+    cudaEvent_t copied = events_[kSendReady + size_t(size_) + size_t(peer)].get();
+    auto got = group_->messages().receive(
+        rank_, peer, [&](const LocalPost &message) -> Expected<LocalPost> {
+          BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, message.event, 0));
+          if (bytes) {
+            detail::LocalSources src{};
+            src.ptr[0] = message.ptr;
+            src.size = 1;
+            BRAID_CUDA_CHECK(detail::launchLocalGather(src, out, bytes, 0, 0,
+                                                       stream));
+          }
+          BRAID_CUDA_CHECK(cudaEventRecord(copied, stream));
+          return LocalPost{nullptr, copied};
+        });
+    return got ? Status::ok() : got.status();
   }
 
-  Status asyncError() override { return group_->failure(timeoutSeconds_); }
+  /// Every failure shows when the collective is enqueued (the waits are on
+  /// the host): there is nothing asynchronous left to report.
+  Status asyncError() override { return Status::ok(); }
   void abort() override { group_->abort(); }
+
+  /// Events: two for collectives, then one per peer for sends and one per
+  /// peer for receives.
+  static constexpr size_t kInputReady = 0, kInputRead = 1, kSendReady = 2;
+  static size_t eventCount(int size) { return kSendReady + 2 * size_t(size); }
 
 private:
   Status fits(size_t bytes) const {
@@ -191,15 +195,41 @@ private:
     return Status::ok();
   }
   Status checkPeer(int peer) const {
-    if (peer < 0 || peer >= r_.size || peer == r_.rank)
-      return errorf("peer ", peer, " of rank ", r_.rank, " in a group of ",
-                    r_.size);
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return errorf("peer ", peer, " of rank ", rank_, " in a group of ",
+                    size_);
     return Status::ok();
   }
-  /// Every rank has read its peers' inputs: only now may the result land
-  /// in the output (which may be the input, or a buffer a peer reads).
+  /// Meets the peers: posts `in` and the event after which it is ready;
+  /// the stream waits for every peer's. Returns the ranks' operands.
+  Expected<detail::LocalSources> meet(const void *in, cudaStream_t stream) {
+    cudaEvent_t ready = events_[kInputReady].get();
+    BRAID_CUDA_CHECK(cudaEventRecord(ready, stream));
+    auto posts = group_->collectives().arrive(rank_, LocalPost{in, ready});
+    if (!posts)
+      return posts.status();
+    detail::LocalSources src{};
+    src.size = size_;
+    for (int j = 0; j < size_; ++j) {
+      src.ptr[j] = (*posts)[size_t(j)].ptr;
+      if (j != rank_)
+        BRAID_CUDA_CHECK(
+            cudaStreamWaitEvent(stream, (*posts)[size_t(j)].event, 0));
+    }
+    return src;
+  }
+  /// Every rank has read its peers' operands: only now may the result land
+  /// in the output (which may be the operand, or a buffer a peer reads).
   Status finish(void *out, size_t bytes, cudaStream_t stream) {
-    BRAID_CUDA_CHECK(detail::launchLocalBarrier(r_, false, nullptr, stream));
+    cudaEvent_t read = events_[kInputRead].get();
+    BRAID_CUDA_CHECK(cudaEventRecord(read, stream));
+    auto posts = group_->collectives().arrive(rank_, LocalPost{nullptr, read});
+    if (!posts)
+      return posts.status();
+    for (int j = 0; j < size_; ++j)
+      if (j != rank_)
+        BRAID_CUDA_CHECK(
+            cudaStreamWaitEvent(stream, (*posts)[size_t(j)].event, 0));
     if (bytes)
       BRAID_CUDA_CHECK(cudaMemcpyAsync(out, scratch_.get(), bytes,
                                        cudaMemcpyDeviceToDevice, stream));
@@ -207,10 +237,10 @@ private:
   }
 
   std::shared_ptr<LocalCommGroup> group_;
-  LocalCommRank r_;
+  int rank_, size_;
   DeviceMemory scratch_;
   size_t scratchBytes_;
-  double timeoutSeconds_;
+  std::vector<Event> events_;
 };
 
 } // namespace
@@ -229,18 +259,24 @@ LocalCommRegistry::join(const CommIdKey &key, int size, int rank,
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto &slot = groups_[key];
-    if (!slot) {
-      auto made = LocalCommGroup::create(key.instance);
-      if (!made)
-        return made.status();
-      slot = made.take();
-    }
+    if (!slot)
+      slot = std::make_shared<LocalCommGroup>(key.instance, size,
+                                              timeoutSeconds_);
     group = slot;
   }
+  std::vector<Event> events(LocalDeviceComm::eventCount(size));
+  for (Event &e : events)
+    BRAID_CUDA_CHECK(
+        cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
   DeviceMemory scratch;
   BRAID_CUDA_CHECK(cudaMalloc(scratch.out(), std::max<size_t>(scratchBytes, 1)));
-  LocalCommRank view = group->view(rank, size, timeoutSeconds_);
   return std::unique_ptr<DeviceComm>(std::make_unique<LocalDeviceComm>(
-      std::move(group), view, std::move(scratch), scratchBytes,
-      timeoutSeconds_));
+      std::move(group), rank, size, std::move(scratch), scratchBytes,
+      std::move(events)));
+}
+
+void LocalCommRegistry::abortAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto &[key, group] : groups_)
+    group->abort();
 }

@@ -3,16 +3,24 @@
 // NCCL refuses two ranks on one GPU, so without this a tp >= 2 plan could
 // never run anywhere the project tests. The test communicator runs every
 // rank of a group on one device (the ranks are threads of one process, each
-// with its own streams): collectives are device-side barriers plus copy and
-// reduction kernels (LocalCommKernels.h), capturable in CUDA Graphs, with
-// the CPU interpreter's reduction order (rank 0 first, fp32, rounded once),
-// so results can match the interpreter bit for bit. Every wait ends at the
-// timeout or when the host aborts, which exercises the executor's stuck
-// collective and failing rank paths on one GPU.
+// with its own streams). A collective: the ranks meet on the host as they
+// enqueue it (HostRendezvous.h), each posting its operand and an event
+// recorded after it; each stream waits for its peers' events, then a copy
+// or reduction kernel reads the peers' operands into this rank's scratch;
+// the ranks meet again (nobody overwrites an operand a peer still reads),
+// and the scratch is copied to the output. Reductions follow the CPU
+// interpreter's order (rank 0 first, fp32, rounded once), so results match
+// it bit for bit. A send/receive is a host rendezvous too.
+//
+// The device never waits for a peer: a spinning wait shares its hardware
+// queue with other streams, and a peer's work queued behind it would never
+// run (that hung one run in ten on an H100). Every wait is on the host,
+// ends at the timeout (naming the rank that did not come) or when the
+// runner aborts, and works while a CUDA Graph is being captured: in graph
+// mode the runner captures all its ranks into one graph (Executor.cpp).
 //
 // For tests and `braid-run --single-gpu-test` only; NCCL is the only
-// production path. Not fast: every collective is four launches and reads
-// every peer's buffer.
+// production path. Not fast: every collective reads every peer's buffer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_CUDA_LOCALCOMM_H
@@ -41,6 +49,8 @@ public:
   /// bounds the results of its collectives. Thread-safe.
   Expected<std::unique_ptr<DeviceComm>> join(const CommIdKey &key, int size,
                                              int rank, size_t scratchBytes);
+  /// Ends every wait of every group, now and later (a rank failed).
+  void abortAll();
 
 private:
   double timeoutSeconds_;
