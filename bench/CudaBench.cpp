@@ -28,11 +28,12 @@
 #include "runtime/Generation.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
-#include "runtime/cuda/CudaCheck.h"
-#include "runtime/cuda/Executor.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceKernels.h" // the attention tiling, reported
+#include "runtime/cuda/Executor.h"
 #include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
@@ -203,26 +204,39 @@ struct GemmKey {
   cu::GemmShape s;
   bool operator<(const GemmKey &o) const {
     auto tie = [](const cu::GemmShape &g) {
-      return std::make_tuple(g.batch, g.m, g.n, g.k, g.transposeA,
-                             g.transposeB, g.batchedB, int(g.dtype));
+      return std::make_tuple(g.batch, g.m, g.n, g.k, g.transposeA, g.transposeB,
+                             g.batchedB, int(g.dtype), g.bias, g.gelu);
     };
     return tie(s) < tie(o.s);
   }
 };
 
-/// Mean milliseconds of `plan` over `iters` back-to-back launches.
+/// One GEMM's operands; a benchmark rotates through several sets so that
+/// together they exceed L2 and every launch reads its operands from HBM,
+/// as a decode step does (each weight is read once per step).
+struct GemmOperands {
+  cu::DeviceMemory a, b, c, bias;
+};
+
+/// Mean milliseconds of `plan` over `iters` back-to-back launches, launch i
+/// on operand set i mod sets.size().
 Expected<double> timeGemm(cublasLtHandle_t lt, const cu::GemmPlan &plan,
-                          const void *a, const void *b, void *c, void *ws,
+                          const std::vector<GemmOperands> &sets, void *ws,
                           size_t wsBytes, cudaStream_t stream,
                           const Options &o) {
+  auto launch = [&](int i) {
+    const GemmOperands &x = sets[size_t(i) % sets.size()];
+    return plan.run(lt, x.a.get(), x.b.get(), x.c.get(), ws, wsBytes, stream,
+                    x.bias.get());
+  };
   for (int i = 0; i < std::max(o.warmup, 1); ++i)
-    BRAID_RETURN_IF_ERROR(plan.run(lt, a, b, c, ws, wsBytes, stream));
+    BRAID_RETURN_IF_ERROR(launch(i));
   cu::Event start, stop;
   BRAID_CUDA_CHECK(cudaEventCreate(start.out()));
   BRAID_CUDA_CHECK(cudaEventCreate(stop.out()));
   BRAID_CUDA_CHECK(cudaEventRecord(start.get(), stream));
   for (int i = 0; i < o.iters; ++i)
-    BRAID_RETURN_IF_ERROR(plan.run(lt, a, b, c, ws, wsBytes, stream));
+    BRAID_RETURN_IF_ERROR(launch(i));
   BRAID_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
   BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
   float ms = 0;
@@ -245,8 +259,10 @@ Status uploadRandom(void *dst, DType dt, int64_t count, uint32_t seed) {
 Status benchGemms(const LoadedPlan &loaded, const Options &o) {
   std::map<GemmKey, std::vector<std::string>> shapes; // -> functions
   const plan::Plan &p = loaded.root();
-  for (const plan::Function *f : *p.functions())
-    for (const plan::Op *op : *f->ops()) {
+  for (const plan::Function *f : *p.functions()) {
+    std::map<int, cu::GemmEpilogue> epilogues = cu::findGemmEpilogues(*f);
+    for (unsigned i = 0; i < f->ops()->size(); ++i) {
+      const plan::Op *op = f->ops()->Get(i);
       if (syncOpcode(op->opcode()) != plan::OpCode::Matmul)
         continue;
       const plan::Tensor &a = *f->tensors()->Get(op->operands()->Get(0));
@@ -257,10 +273,17 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
                                a.dtype());
       if (!g)
         return g.status();
+      // The epilogue the executor fuses into this GEMM, if any.
+      auto fused = epilogues.find(int(i));
+      if (fused != epilogues.end()) {
+        g->bias = fused->second.bias >= 0;
+        g->gelu = fused->second.gelu;
+      }
       auto &fns = shapes[GemmKey{*g}];
       if (std::find(fns.begin(), fns.end(), f->name()->str()) == fns.end())
         fns.push_back(f->name()->str());
     }
+  }
   cublasLtHandle_t lt = nullptr;
   BRAID_CUBLAS_CHECK(cublasLtCreate(&lt));
   std::unique_ptr<cublasLtContext, cublasStatus_t (*)(cublasLtHandle_t)> owner(
@@ -271,31 +294,50 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
   cu::Stream stream;
   BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(stream.out(), cudaStreamNonBlocking));
 
+  int l2 = 0;
+  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   std::cout << "\n## GEMMs: the executor's cuBLASLt algorithm vs the fastest "
                "of cuBLASLt's top "
-            << o.gemmAlgos << "\n\n"
-            << "| function | batch x M x N x K | dtype | executor us | "
-               "executor TFLOP/s | best us | best TFLOP/s | executor / best "
-               "time |\n|---|---|---|---|---|---|---|---|\n";
+            << o.gemmAlgos
+            << "\n\nOperands rotate through enough sets to exceed twice the "
+            << (l2 >> 20)
+            << " MiB L2 (cold: read from HBM, as in a step); epilogue as the "
+               "executor fuses it.\n\n"
+            << "| function | batch x M x N x K | dtype | epilogue | sets | "
+               "executor us | executor TFLOP/s | best us | best TFLOP/s | "
+               "executor / best time |\n|---|---|---|---|---|---|---|---|---|"
+               "---|\n";
   for (const auto &[key, fns] : shapes) {
     const cu::GemmShape &s = key.s;
     size_t es = dtypeSize(s.dtype);
     int64_t aCount = s.batch * s.m * s.k;
     int64_t bCount = (s.batchedB ? s.batch : 1) * s.k * s.n;
     int64_t cCount = s.batch * s.m * s.n;
-    cu::DeviceMemory a, b, c;
-    BRAID_CUDA_CHECK(cudaMalloc(a.out(), size_t(aCount) * es));
-    BRAID_CUDA_CHECK(cudaMalloc(b.out(), size_t(bCount) * es));
-    BRAID_CUDA_CHECK(cudaMalloc(c.out(), size_t(cCount) * es));
-    BRAID_RETURN_IF_ERROR(uploadRandom(a.get(), s.dtype, aCount, 1));
-    BRAID_RETURN_IF_ERROR(uploadRandom(b.get(), s.dtype, bCount, 2));
+    size_t setBytes = size_t(aCount + bCount + cCount + s.n) * es;
+    size_t sets = std::clamp<size_t>(
+        2 * size_t(l2) / std::max<size_t>(setBytes, 1) + 1, 1, 64);
+    std::vector<GemmOperands> operands(sets);
+    for (size_t k = 0; k < sets; ++k) {
+      GemmOperands &x = operands[k];
+      BRAID_CUDA_CHECK(cudaMalloc(x.a.out(), size_t(aCount) * es));
+      BRAID_CUDA_CHECK(cudaMalloc(x.b.out(), size_t(bCount) * es));
+      BRAID_CUDA_CHECK(cudaMalloc(x.c.out(), size_t(cCount) * es));
+      BRAID_RETURN_IF_ERROR(
+          uploadRandom(x.a.get(), s.dtype, aCount, uint32_t(3 * k + 1)));
+      BRAID_RETURN_IF_ERROR(
+          uploadRandom(x.b.get(), s.dtype, bCount, uint32_t(3 * k + 2)));
+      if (s.bias) {
+        BRAID_CUDA_CHECK(cudaMalloc(x.bias.out(), size_t(s.n) * es));
+        BRAID_RETURN_IF_ERROR(
+            uploadRandom(x.bias.get(), s.dtype, s.n, uint32_t(3 * k + 3)));
+      }
+    }
     auto candidates = cu::GemmPlan::candidates(lt, s, wsBytes, o.gemmAlgos);
     if (!candidates)
       return candidates.status();
     std::vector<double> ms;
     for (const cu::GemmPlan &plan : *candidates) {
-      auto t = timeGemm(lt, plan, a.get(), b.get(), c.get(), ws.get(),
-                        wsBytes, stream.get(), o);
+      auto t = timeGemm(lt, plan, operands, ws.get(), wsBytes, stream.get(), o);
       if (!t)
         return t.status();
       ms.push_back(*t);
@@ -307,14 +349,17 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
     std::string where;
     for (const std::string &f : fns)
       where += (where.empty() ? "" : ", ") + f;
-    std::cout << std::fixed << "| " << where << " | " << s.batch << " x "
-              << s.m << " x " << s.n << " x " << s.k << " | "
-              << dtypeName(s.dtype) << " | " << std::setprecision(2)
-              << ours * 1e3 << " | " << std::setprecision(1)
-              << flops / (ours * 1e-3) / 1e12 << " | " << std::setprecision(2)
-              << best * 1e3 << " | " << std::setprecision(1)
-              << flops / (best * 1e-3) / 1e12 << " | " << std::setprecision(3)
-              << ours / best << " |\n";
+    std::cout << std::fixed << "| " << where << " | " << s.batch << " x " << s.m
+              << " x " << s.n << " x " << s.k << " | " << dtypeName(s.dtype)
+              << " | "
+              << (s.gelu   ? "bias + gelu"
+                  : s.bias ? "bias"
+                           : "none")
+              << " | " << sets << " | " << std::setprecision(2) << ours * 1e3
+              << " | " << std::setprecision(1) << flops / (ours * 1e-3) / 1e12
+              << " | " << std::setprecision(2) << best * 1e3 << " | "
+              << std::setprecision(1) << flops / (best * 1e-3) / 1e12 << " | "
+              << std::setprecision(3) << ours / best << " |\n";
   }
   std::cout.unsetf(std::ios::floatfield);
   return Status::ok();

@@ -993,8 +993,8 @@ Status CudaRank::captureJointGraph(Function &fn, Graph &graph,
     if (st && closed && allOk(*closed)) {
       st = BRAID_CUDA_STATUS(end);
       if (st)
-        st = BRAID_CUDA_STATUS(
-            cudaGraphInstantiate(exec.out(), graph.get(), 0));
+        st =
+            BRAID_CUDA_STATUS(cudaGraphInstantiate(exec.out(), graph.get(), 0));
       if (st)
         st = BRAID_CUDA_STATUS(cudaGraphUpload(exec.get(), main));
     }
@@ -1023,8 +1023,8 @@ Status CudaRank::launchJointStep(int function, StepTiming &timing) {
     key.push_back(p.function);
   if (!jointGraphs_.count(key)) {
     std::pair<Graph, GraphExec> made;
-    Status st = captureJointGraph(functions_.at(function), made.first,
-                                  made.second);
+    Status st =
+        captureJointGraph(functions_.at(function), made.first, made.second);
     // Everyone learns whether every rank (rank 0: and the graph) succeeded.
     auto verdict = joint_->meet.arrive(party_, {nullptr, bool(st), function});
     BRAID_RETURN_IF_ERROR(st);
@@ -1087,10 +1087,9 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
   if (!bound)
     return bound.status();
   for (const BoundInput &in : *bound)
-    BRAID_CUDA_CHECK(cudaMemcpyAsync(fn.ptr[size_t(in.tensor)],
-                                     in.value->bytes.data(),
-                                     in.value->bytes.size(),
-                                     cudaMemcpyHostToDevice, main));
+    BRAID_CUDA_CHECK(
+        cudaMemcpyAsync(fn.ptr[size_t(in.tensor)], in.value->bytes.data(),
+                        in.value->bytes.size(), cudaMemcpyHostToDevice, main));
 
   timing = StepTiming();
   BRAID_RETURN_IF_ERROR(joint_ && options_.graph ? launchJointStep(fi, timing)
@@ -1246,8 +1245,8 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   if (oneGpu) {
     runner->local_ = local;
     if (options.graph && held.size() > 1) {
-      runner->joint_ = std::make_shared<JointSteps>(
-          int(held.size()), options.stepTimeoutSeconds);
+      runner->joint_ = std::make_shared<JointSteps>(int(held.size()),
+                                                    options.stepTimeoutSeconds);
       for (size_t i = 0; i < held.size(); ++i)
         runner->ranks_[i]->joinSteps(runner->joint_.get(), int(i));
     }
@@ -1272,6 +1271,10 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
               : errorf("rank ", held[i], " (GPU ", gpus[i], "): ",
                        st.message());
   };
+  auto threads = RankThreads::start(held.size(), "the GPU rank threads");
+  if (!threads)
+    return threads.status();
+  runner->threads_ = threads.take();
   BRAID_RETURN_IF_ERROR(setUpRanks(
       held.size(),
       [&](size_t i) { return named(i, runner->ranks_[i]->setUp()); },
@@ -1305,23 +1308,19 @@ CudaRunner::runPerRank(const std::vector<std::string> &functions,
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
   std::atomic<bool> cancel{false};
-  BRAID_RETURN_IF_ERROR(runOnThreads(
-      world,
-      [&](size_t r) {
-        results[r] = ranks_[r]->run(functions[r],
-                                    inputs[inputs.size() == 1 ? 0 : r],
-                                    timings[r], cancel);
-        if (!results[r]->hasValue()) {
-          cancel = true; // release ranks blocked in collectives
-          // The single-GPU test mode's ranks wait for each other on the
-          // host: release them too.
-          if (local_)
-            local_->abortAll();
-          if (joint_)
-            joint_->meet.abort();
-        }
-      },
-      "the GPU rank threads"));
+  threads_->run([&](size_t r) {
+    results[r] = ranks_[r]->run(
+        functions[r], inputs[inputs.size() == 1 ? 0 : r], timings[r], cancel);
+    if (!results[r]->hasValue()) {
+      cancel = true; // release ranks blocked in collectives
+      // The single-GPU test mode's ranks wait for each other on the
+      // host: release them too.
+      if (local_)
+        local_->abortAll();
+      if (joint_)
+        joint_->meet.abort();
+    }
+  });
   double wallMs = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - wallStart)
                       .count();

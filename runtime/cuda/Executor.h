@@ -37,6 +37,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
+#include "runtime/Threads.h"
 
 #include <map>
 #include <memory>
@@ -127,6 +128,8 @@ private:
   /// communicators' groups, and the ranks' steps in graph mode.
   std::shared_ptr<LocalCommRegistry> local_;
   std::shared_ptr<JointSteps> joint_;
+  /// The ranks' step threads, started once (runtime/Threads.h).
+  std::unique_ptr<RankThreads> threads_;
   std::vector<int> held_;
   StepTiming timing_;
   std::vector<OpTime> profile_;

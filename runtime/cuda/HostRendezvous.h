@@ -66,9 +66,9 @@ template <typename T> class HostRendezvous : public HostWaits {
 public:
   HostRendezvous(int parties, double timeoutSeconds, std::string name)
       : HostWaits(parties, timeoutSeconds, std::move(name)),
-        entered_(size_t(parties), 0),
-        posted_{std::vector<T>(size_t(parties)),
-                std::vector<T>(size_t(parties))} {}
+        entered_(size_t(parties), 0), posted_{std::vector<T>(size_t(parties)),
+                                              std::vector<T>(size_t(parties))} {
+  }
 
   /// Party `party`'s next round: posts `value`, waits for the others.
   Expected<std::vector<T>> arrive(int party, const T &value) {
@@ -97,8 +97,8 @@ public:
                     "plan?)");
     }
     if (aborted_)
-      return errorf("aborted: another rank failed (", name_, ", rank ",
-                    party, ", round ", round, ")");
+      return errorf("aborted: another rank failed (", name_, ", rank ", party,
+                    ", round ", round, ")");
     return slot;
   }
 
@@ -165,8 +165,8 @@ private:
                     " s: a send or receive is stuck (does every send have "
                     "its receive?)");
     if (aborted_)
-      return errorf("aborted: another rank failed (", name_, ", rank ",
-                    self, ")");
+      return errorf("aborted: another rank failed (", name_, ", rank ", self,
+                    ")");
     T value = queue.front();
     queue.pop_front();
     return value;

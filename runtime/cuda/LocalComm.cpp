@@ -88,9 +88,9 @@ public:
     auto src = meet(in, stream);
     if (!src)
       return src.status();
-    BRAID_CUDA_CHECK(detail::launchLocalReduce(
-        *src, {scratch_.get(), detail::Dt(dtype)}, int64_t(count), 0,
-        kindIndex(kind), stream));
+    BRAID_CUDA_CHECK(
+        detail::launchLocalReduce(*src, {scratch_.get(), detail::Dt(dtype)},
+                                  int64_t(count), 0, kindIndex(kind), stream));
     return finish(out, bytes, stream);
   }
   Status broadcast(const void *in, void *out, size_t count, DType dtype,
@@ -159,7 +159,8 @@ public:
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
     size_t bytes = count * dtypeSize(dtype);
-    cudaEvent_t copied = events_[kSendReady + size_t(size_) + size_t(peer)].get();
+    cudaEvent_t copied =
+        events_[kSendReady + size_t(size_) + size_t(peer)].get();
     auto got = group_->messages().receive(
         rank_, peer, [&](const LocalPost &message) -> Expected<LocalPost> {
           BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, message.event, 0));
@@ -167,8 +168,8 @@ public:
             detail::LocalSources src{};
             src.ptr[0] = message.ptr;
             src.size = 1;
-            BRAID_CUDA_CHECK(detail::launchLocalGather(src, out, bytes, 0, 0,
-                                                       stream));
+            BRAID_CUDA_CHECK(
+                detail::launchLocalGather(src, out, bytes, 0, 0, stream));
           }
           BRAID_CUDA_CHECK(cudaEventRecord(copied, stream));
           return LocalPost{nullptr, copied};
@@ -260,16 +261,16 @@ LocalCommRegistry::join(const CommIdKey &key, int size, int rank,
     std::lock_guard<std::mutex> lock(mu_);
     auto &slot = groups_[key];
     if (!slot)
-      slot = std::make_shared<LocalCommGroup>(key.instance, size,
-                                              timeoutSeconds_);
+      slot =
+          std::make_shared<LocalCommGroup>(key.instance, size, timeoutSeconds_);
     group = slot;
   }
   std::vector<Event> events(LocalDeviceComm::eventCount(size));
   for (Event &e : events)
-    BRAID_CUDA_CHECK(
-        cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
   DeviceMemory scratch;
-  BRAID_CUDA_CHECK(cudaMalloc(scratch.out(), std::max<size_t>(scratchBytes, 1)));
+  BRAID_CUDA_CHECK(
+      cudaMalloc(scratch.out(), std::max<size_t>(scratchBytes, 1)));
   return std::unique_ptr<DeviceComm>(std::make_unique<LocalDeviceComm>(
       std::move(group), rank, size, std::move(scratch), scratchBytes,
       std::move(events)));

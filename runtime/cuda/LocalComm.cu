@@ -70,9 +70,9 @@ __global__ void reduceKernel(LocalSources sources, Out dst, int64_t count,
     using T = typename Acc<Integer>::T;
     T acc = Acc<Integer>::read(In{sources.ptr[0], dst.dt}, offset + i);
     for (int j = 1; j < sources.size; ++j)
-      acc = combine<T>(kind, acc,
-                       Acc<Integer>::read(In{sources.ptr[j], dst.dt},
-                                          offset + i));
+      acc = combine<T>(
+          kind, acc,
+          Acc<Integer>::read(In{sources.ptr[j], dst.dt}, offset + i));
     if constexpr (Integer) {
       if (dst.dt == Dt::I32)
         static_cast<int32_t *>(dst.data)[i] = int32_t(acc);
@@ -100,11 +100,9 @@ cudaError_t launchLocalGather(const LocalSources &src, void *dst,
                               int onlySource, cudaStream_t stream) {
   if (pieceBytes == 0)
     return cudaSuccess;
-  dim3 grid(copyBlocks(pieceBytes),
-            onlySource >= 0 ? 1u : unsigned(src.size));
+  dim3 grid(copyBlocks(pieceBytes), onlySource >= 0 ? 1u : unsigned(src.size));
   gatherKernel<<<grid, kCopyThreads, 0, stream>>>(
-      src, static_cast<uint8_t *>(dst), pieceBytes, srcOffsetBytes,
-      onlySource);
+      src, static_cast<uint8_t *>(dst), pieceBytes, srcOffsetBytes, onlySource);
   return cudaGetLastError();
 }
 
@@ -115,11 +113,11 @@ cudaError_t launchLocalReduce(const LocalSources &src, Out dst, int64_t count,
     return cudaSuccess;
   unsigned blocks = blocksFor(size_t(count));
   if (dst.dt == Dt::I32 || dst.dt == Dt::I64)
-    reduceKernel<true><<<blocks, kCopyThreads, 0, stream>>>(src, dst, count,
-                                                            srcOffset, kind);
+    reduceKernel<true>
+        <<<blocks, kCopyThreads, 0, stream>>>(src, dst, count, srcOffset, kind);
   else
-    reduceKernel<false><<<blocks, kCopyThreads, 0, stream>>>(src, dst, count,
-                                                             srcOffset, kind);
+    reduceKernel<false>
+        <<<blocks, kCopyThreads, 0, stream>>>(src, dst, count, srcOffset, kind);
   return cudaGetLastError();
 }
 
