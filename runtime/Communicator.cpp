@@ -47,24 +47,66 @@ Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int size,
   return all;
 }
 
-Status Communicator::send(int64_t key, int src, int dst, Bytes data) {
+Expected<uint64_t> Communicator::postSend(const Channel &c, Bytes data) {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
     return errorf("send aborted: another rank failed");
-  mailboxes_[{key, src, dst}].push_back(std::move(data));
+  Mailbox &box = mailboxes_[c];
+  uint64_t ticket = box.sends++;
+  box.messages[ticket] = std::move(data);
   cv_.notify_all();
+  return ticket;
+}
+
+Status Communicator::awaitTaken(const Channel &c, uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Mailbox &box = mailboxes_[c];
+  if (!cv_.wait_for(lock, timeout_,
+                    [&] { return aborted_ || box.recvs > ticket; }))
+    return errorf("send by rank ", c.src, " to rank ", c.dst, " on stream ",
+                  c.stream,
+                  " timed out (no matching receive: a send completes only "
+                  "when its receive is issued, as NCCL's does)");
+  if (aborted_)
+    return errorf("send aborted: another rank failed");
   return Status::ok();
 }
 
-Expected<Bytes> Communicator::recv(int64_t key, int src, int dst) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto &box = mailboxes_[{key, src, dst}];
-  if (!cv_.wait_for(lock, timeout_, [&] { return aborted_ || !box.empty(); }))
-    return errorf("recv by rank ", dst, " from rank ", src,
-                  " timed out (no matching send)");
+Status Communicator::send(const Channel &c, Bytes data) {
+  auto ticket = postSend(c, std::move(data));
+  if (!ticket)
+    return ticket.status();
+  return awaitTaken(c, *ticket);
+}
+
+Expected<uint64_t> Communicator::postRecv(const Channel &c) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
     return errorf("recv aborted: another rank failed");
-  Bytes data = std::move(box.front());
-  box.pop_front();
+  uint64_t ticket = mailboxes_[c].recvs++;
+  cv_.notify_all();
+  return ticket;
+}
+
+Expected<Bytes> Communicator::awaitReceived(const Channel &c,
+                                            uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Mailbox &box = mailboxes_[c];
+  if (!cv_.wait_for(lock, timeout_,
+                    [&] { return aborted_ || box.sends > ticket; }))
+    return errorf("recv by rank ", c.dst, " from rank ", c.src, " on stream ",
+                  c.stream, " timed out (no matching send)");
+  if (aborted_)
+    return errorf("recv aborted: another rank failed");
+  auto it = box.messages.find(ticket);
+  Bytes data = std::move(it->second);
+  box.messages.erase(it);
   return data;
+}
+
+Expected<Bytes> Communicator::recv(const Channel &c) {
+  auto ticket = postRecv(c);
+  if (!ticket)
+    return ticket.status();
+  return awaitReceived(c, *ticket);
 }

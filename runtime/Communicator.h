@@ -4,7 +4,12 @@
 // primitive, exchange(): each member of a group instance deposits its bytes
 // and receives every member's bytes in rank order, so reductions computed
 // from it run in the same order on every rank and agree bit for bit.
-// Point-to-point sends are buffered (never block); receives block.
+// Point-to-point follows NCCL: a send completes only when its receive has
+// taken the data (a lone send blocks until then, as a lone ncclSend blocks
+// its stream), and sends and receives match in order on a channel: (group
+// instance, stream, source, destination), since each (group, stream) has
+// its own NCCL communicator. A send can be posted without waiting (a group
+// of adjacent sends and receives, or a send_start) and completed later.
 // Every wait has a timeout and abort() releases all waiters, so a rank that
 // fails or a mismatched schedule gives an error instead of a hang.
 //
@@ -17,7 +22,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,9 +42,29 @@ public:
   /// rank in the instance; all get all contributions in rank order.
   Expected<std::vector<Bytes>> exchange(int64_t key, int size, int rank,
                                         Bytes mine);
-  /// Buffered send from member `src` to member `dst` of instance `key`.
-  Status send(int64_t key, int src, int dst, Bytes data);
-  Expected<Bytes> recv(int64_t key, int src, int dst);
+  /// Point-to-point channels: member `src` to member `dst` of instance
+  /// `key`, on stream `stream`.
+  struct Channel {
+    int64_t key;
+    int stream, src, dst;
+    bool operator<(const Channel &o) const {
+      return std::tie(key, stream, src, dst) <
+             std::tie(o.key, o.stream, o.src, o.dst);
+    }
+  };
+  /// Posts a message without waiting; the ticket names it to awaitTaken.
+  Expected<uint64_t> postSend(const Channel &c, Bytes data);
+  /// Waits until the receiver has taken message `ticket`.
+  Status awaitTaken(const Channel &c, uint64_t ticket);
+  /// A lone send: posted, then waited for.
+  Status send(const Channel &c, Bytes data);
+  /// Posts a receive without waiting: it takes the channel's next message
+  /// not yet claimed, whenever that is sent (the sender's wait then ends).
+  Expected<uint64_t> postRecv(const Channel &c);
+  /// Waits for the message of receive `ticket` and returns it.
+  Expected<Bytes> awaitReceived(const Channel &c, uint64_t ticket);
+  /// A lone receive: posted, then waited for.
+  Expected<Bytes> recv(const Channel &c);
 
   /// Wakes every waiter with an error; later calls fail at once.
   void abort();
@@ -57,7 +81,12 @@ private:
   std::condition_variable cv_;
   bool aborted_ = false;
   std::map<int64_t, Rendezvous> rendezvous_;
-  std::map<std::tuple<int64_t, int, int>, std::deque<Bytes>> mailboxes_;
+  /// Message k is the k-th send; the k-th receive takes it.
+  struct Mailbox {
+    std::map<uint64_t, Bytes> messages; // sent, not yet received
+    uint64_t sends = 0, recvs = 0;      // posted so far
+  };
+  std::map<Channel, Mailbox> mailboxes_;
 };
 
 } // namespace braid::rt

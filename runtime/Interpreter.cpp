@@ -1,5 +1,6 @@
 //===- Interpreter.cpp - CPU reference interpreter ------------------------===//
 #include "runtime/Interpreter.h"
+#include "runtime/P2PGroups.h"
 #include "runtime/CheckedMath.h"
 #include "runtime/Threads.h"
 #include "runtime/Weights.h"
@@ -67,10 +68,11 @@ private:
   class Strict;
 
   struct Pending {
-    bool deferredRecv = false;
     const plan::Op *start = nullptr;
     int payload = -1; // tensor the wait writes
     ByteTensor data;
+    std::optional<uint64_t> sendTicket; // a posted send_start's message
+    std::optional<uint64_t> recvTicket; // a posted recv_start
   };
 
   FTensor loadF(int t) {
@@ -133,6 +135,32 @@ private:
   /// given, replaces the operand's current bytes.
   Expected<ByteTensor> collective(const plan::Op &op,
                                   const ByteTensor *input = nullptr);
+  /// The point-to-point channel of send/recv `op`: its group instance and
+  /// stream (one NCCL communicator), this rank and the peer.
+  Communicator::Channel channelOf(const plan::Op &op) const {
+    GroupPosition g = groupPosition(plan_, op.group(), in_.rank_);
+    bool sends = syncOpcode(op.opcode()) == OpCode::Send;
+    return {g.instanceKey, int(op.stream()),
+            sends ? g.rankInGroup : int(op.peer()),
+            sends ? int(op.peer()) : g.rankInGroup};
+  }
+  /// The message of posted receive `ticket` of recv `op`, checked against
+  /// its result's size.
+  Expected<ByteTensor> receive(const plan::Op &op, uint64_t ticket) {
+    int t = op.results()->Get(0);
+    auto got = in_.comm_.awaitReceived(channelOf(op), ticket);
+    if (!got)
+      return got.status();
+    if (got->size() != byteSize(t))
+      return errorf("received ", got->size(), " bytes for a tensor of ",
+                    byteSize(t));
+    return ByteTensor{shapeOf(t), dtypeSize(tensor(t).dtype()), got.take()};
+  }
+  /// Ops [first, end) issued as one group (P2PGroups.h): every send posted,
+  /// then every receive taken, then every send waited for. Sync sends and
+  /// receives only; a group's async starts run one by one (a start never
+  /// blocks: send_start posts, recv_start receives at its wait).
+  Status runP2PGroup(unsigned first, unsigned end);
   /// `st` prefixed with the rank, function and op `oi`.
   Status opError(unsigned oi, const Status &st) const;
   void recordTime(unsigned oi, std::chrono::steady_clock::time_point stepStart,
@@ -170,14 +198,51 @@ void OpRunner::recordTime(unsigned oi,
   in_.profile_.push_back(std::move(t));
 }
 
+Status OpRunner::runP2PGroup(unsigned first, unsigned end) {
+  std::vector<std::pair<Communicator::Channel, uint64_t>> posted;
+  for (unsigned oi = first; oi < end; ++oi) {
+    const plan::Op &op = *f_.ops()->Get(oi);
+    if (op.opcode() != OpCode::Send)
+      continue;
+    auto ticket =
+        in_.comm_.postSend(channelOf(op), loadB(op.operands()->Get(0)).data);
+    if (!ticket)
+      return opError(oi, ticket.status());
+    posted.push_back({channelOf(op), *ticket});
+  }
+  for (unsigned oi = first; oi < end; ++oi) {
+    const plan::Op &op = *f_.ops()->Get(oi);
+    if (op.opcode() == OpCode::Send)
+      continue;
+    Status st = compute(op); // a receive, or a start (never blocks)
+    if (st && in_.options_.checkFinite && op.opcode() == OpCode::Recv)
+      st = checkFinite({op.results()->Get(0)}, op);
+    if (!st)
+      return opError(oi, st);
+  }
+  for (const auto &[channel, ticket] : posted)
+    BRAID_RETURN_IF_ERROR(in_.comm_.awaitTaken(channel, ticket));
+  return Status::ok();
+}
+
 Status OpRunner::runOps() {
   if (!f_.ops())
     return Status::ok();
   in_.profile_.clear();
   auto stepStart = std::chrono::steady_clock::now();
+  std::vector<int> groupEnds = p2pGroupEnds(f_);
   for (unsigned oi = 0; oi < f_.ops()->size(); ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
     auto opStart = std::chrono::steady_clock::now();
+    if (groupEnds[oi] >= 0) {
+      // The whole group now; its members' times are the group's.
+      unsigned end = unsigned(groupEnds[oi]);
+      BRAID_RETURN_IF_ERROR(runP2PGroup(oi, end));
+      for (; oi < end; ++oi)
+        recordTime(oi, stepStart, opStart);
+      --oi;
+      continue;
+    }
     Status st = compute(op);
     recordTime(oi, stepStart, opStart);
     if (st && in_.options_.checkFinite) {
@@ -344,8 +409,16 @@ Status OpRunner::compute(const plan::Op &op) {
   }
   case OpCode::Wait: {
     Pending &p = pending_[size_t(op.handle())];
-    if (p.deferredRecv) {
-      auto y = collective(*p.start);
+    if (p.sendTicket) {
+      // A send completes when its receive has run (NCCL's rendezvous).
+      uint64_t ticket = *p.sendTicket;
+      p.sendTicket.reset();
+      return in_.comm_.awaitTaken(channelOf(*p.start), ticket);
+    }
+    if (p.recvTicket) {
+      uint64_t ticket = *p.recvTicket;
+      p.recvTicket.reset();
+      auto y = receive(*p.start, ticket);
       if (!y)
         return y.status();
       p.data = y.take();
@@ -358,11 +431,24 @@ Status OpRunner::compute(const plan::Op &op) {
     bool start = syncOpcode(op.opcode()) != op.opcode();
     Pending *p = start ? &pending_[size_t(op.handle())] : nullptr;
     if (op.opcode() == OpCode::RecvStart) {
-      // Received at the wait, so two ranks that both start a receive before
-      // their send do not deadlock.
-      p->deferredRecv = true;
+      // Posted now (a send to it may complete meanwhile), received at the
+      // wait.
+      auto ticket = in_.comm_.postRecv(channelOf(op));
+      if (!ticket)
+        return ticket.status();
+      p->recvTicket = *ticket;
       p->start = &op;
       p->payload = result(0);
+      return Status::ok();
+    }
+    if (op.opcode() == OpCode::SendStart) {
+      // Posted now, completed at the wait: the peer may take it meanwhile.
+      auto ticket =
+          in_.comm_.postSend(channelOf(op), loadB(op.operands()->Get(0)).data);
+      if (!ticket)
+        return ticket.status();
+      p->start = &op;
+      p->sendTicket = *ticket;
       return Status::ok();
     }
     auto y = collective(op);
@@ -436,22 +522,15 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
   OpCode code = syncOpcode(op.opcode());
   if (code == OpCode::Send) {
     BRAID_RETURN_IF_ERROR(
-        comm.send(g.instanceKey, g.rankInGroup, int(op.peer()),
+        comm.send(channelOf(op),
                   input ? input->data : loadB(op.operands()->Get(0)).data));
     return ByteTensor{};
   }
   if (code == OpCode::Recv) {
-    int t = op.results()->Get(0);
-    auto doRecv = [&]() -> Expected<ByteTensor> {
-      auto got = comm.recv(g.instanceKey, int(op.peer()), g.rankInGroup);
-      if (!got)
-        return got.status();
-      if (got->size() != byteSize(t))
-        return errorf("received ", got->size(), " bytes for a tensor of ",
-                      byteSize(t));
-      return ByteTensor{shapeOf(t), dtypeSize(tensor(t).dtype()), got.take()};
-    };
-    return doRecv();
+    auto ticket = comm.postRecv(channelOf(op));
+    if (!ticket)
+      return ticket.status();
+    return receive(op, *ticket);
   }
   int in = op.operands()->Get(0), out = op.results()->Get(0);
   ByteTensor mine = input ? *input : loadB(in);
@@ -542,6 +621,8 @@ private:
     int start = -1; // op index of the *_start
     bool ran = false;
     ByteTensor input; // the operand as it was at the start
+    std::optional<uint64_t> sendTicket; // issued send, until it completes
+    std::optional<uint64_t> recvTicket; // receive posted at its start
   };
   struct Range {
     size_t begin, end;
@@ -558,9 +639,14 @@ private:
   }
   void prepare();
   Status execute(int oi);
-  void start(int oi);
+  Status start(int oi);
+  /// Issues async collective `h`: runs it, or posts a send.
+  Status issueAsync(int h);
+  /// Issues `h` and completes it (a send: until its receive took it).
   Status runAsync(int h);
   Status runEarlier(const plan::Op &c, int self);
+  /// The sync sends and receives [oi, end) as one group (P2PGroups.h).
+  Status executeGroup(int oi, int end);
   void written(int t);
   void read(int t);
   void poison(Range target, std::vector<Range> keep);
@@ -573,6 +659,8 @@ private:
   std::vector<std::vector<int>> deps_;   // per op: ops that must run first
   std::vector<std::vector<int>> queues_; // per stream: ops in plan order
   std::vector<bool> executed_;
+  std::vector<int> groupEnds_;  // P2PGroups.h
+  std::vector<bool> ranInGroup_; // later members of a group already run
   std::vector<Async> async_;
   std::vector<int> pending_;   // started, not yet run handles, in start order
   std::vector<int> readsLeft_; // per arena tensor
@@ -581,6 +669,8 @@ private:
 };
 
 void OpRunner::Strict::prepare() {
+  groupEnds_ = p2pGroupEnds(f_);
+  ranInGroup_.assign(numOps_, false);
   size_t numTensors = f_.tensors() ? f_.tensors()->size() : 0;
   readsLeft_.assign(numTensors, 0);
   pinned_.assign(numTensors, false);
@@ -674,12 +764,21 @@ OpRunner::Strict::stuckMessage(const std::vector<size_t> &head) const {
 
 Status OpRunner::Strict::execute(int oi) {
   const plan::Op &o = op(oi);
+  if (ranInGroup_[size_t(oi)])
+    return Status::ok();
+  if (groupEnds_[size_t(oi)] >= 0) {
+    // A group of sync sends and receives runs as one (its async starts
+    // never block, and run one by one).
+    bool sync = true;
+    for (int k = oi; k < groupEnds_[size_t(oi)]; ++k)
+      sync = sync && !isAsyncStartOpcode(op(k).opcode());
+    if (sync)
+      return executeGroup(oi, groupEnds_[size_t(oi)]);
+  }
   if (o.opcode() == OpCode::Wait)
     return runAsync(o.handle());
-  if (isAsyncStartOpcode(o.opcode())) {
-    start(oi);
-    return Status::ok();
-  }
+  if (isAsyncStartOpcode(o.opcode()))
+    return start(oi);
   if (isCollectiveOpcode(o.opcode()))
     BRAID_RETURN_IF_ERROR(runEarlier(o, -1));
   BRAID_RETURN_IF_ERROR(r_.compute(o));
@@ -700,10 +799,18 @@ Status OpRunner::Strict::execute(int oi) {
 // The start only issues the collective: its payload is undefined until the
 // collective writes it. The operand is remembered so that the collective,
 // which may read it any time until the wait, sees a change as undefined.
-void OpRunner::Strict::start(int oi) {
+Status OpRunner::Strict::start(int oi) {
   const plan::Op &o = op(oi);
   Async &a = async_[size_t(o.handle())];
   a.start = oi;
+  if (o.opcode() == OpCode::RecvStart) {
+    // Posted now, as NCCL issues it: a peer's send to it may complete
+    // before this rank reaches the wait.
+    auto ticket = r_.in_.comm_.postRecv(r_.channelOf(o));
+    if (!ticket)
+      return ticket.status();
+    a.recvTicket = *ticket;
+  }
   std::vector<Range> operands;
   if (o.operands() && o.operands()->size() > 0) {
     int in = o.operands()->Get(0);
@@ -720,13 +827,17 @@ void OpRunner::Strict::start(int oi) {
     }
   }
   pending_.push_back(o.handle());
+  return Status::ok();
 }
 
 // NCCL runs the collectives issued on one communicator and stream in issue
 // order, so the earlier-started ones of `c`'s group and stream run first.
-// A send (buffered, never blocking) need not wait for a receive; a receive
-// first completes every send this rank has started, which the peer may be
-// waiting for (two ranks that each receive before they send).
+// A receive first issues (posts) every send this rank has started, which
+// the peer may be waiting for (two ranks that each start a receive and a
+// send); those sends complete at their waits. A send need not wait for an
+// earlier started receive of its communicator, nor a receive for an
+// earlier started send: the two are issued together (as a group, when
+// adjacent: P2PGroups.h).
 Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
   OpCode code = syncOpcode(c.opcode());
   std::vector<int> pending = pending_; // runAsync edits pending_
@@ -734,21 +845,50 @@ Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
     for (int h : pending)
       if (h != self &&
           syncOpcode(op(async_[size_t(h)].start).opcode()) == OpCode::Send)
-        BRAID_RETURN_IF_ERROR(runAsync(h));
+        BRAID_RETURN_IF_ERROR(issueAsync(h));
   for (int h : pending) {
     if (h == self)
       break;
     const plan::Op &p = op(async_[size_t(h)].start);
     if (p.group() != c.group() || p.stream() != c.stream())
       continue;
-    if (code == OpCode::Send && syncOpcode(p.opcode()) == OpCode::Recv)
+    OpCode pc = syncOpcode(p.opcode());
+    if ((code == OpCode::Send && pc == OpCode::Recv) ||
+        (code == OpCode::Recv && pc == OpCode::Send))
       continue;
     BRAID_RETURN_IF_ERROR(runAsync(h));
   }
   return Status::ok();
 }
 
+Status OpRunner::Strict::executeGroup(int oi, int end) {
+  BRAID_RETURN_IF_ERROR(runEarlier(op(oi), -1));
+  BRAID_RETURN_IF_ERROR(r_.runP2PGroup(unsigned(oi), unsigned(end)));
+  for (int k = oi; k < end; ++k) {
+    const plan::Op &m = op(k);
+    if (m.results())
+      for (int t : *m.results())
+        written(t);
+    if (m.operands())
+      for (int t : *m.operands())
+        read(t);
+    if (k > oi)
+      ranInGroup_[size_t(k)] = true;
+  }
+  return Status::ok();
+}
+
 Status OpRunner::Strict::runAsync(int h) {
+  BRAID_RETURN_IF_ERROR(issueAsync(h));
+  Async &a = async_[size_t(h)];
+  if (!a.sendTicket)
+    return Status::ok();
+  uint64_t ticket = *a.sendTicket;
+  a.sendTicket.reset();
+  return r_.in_.comm_.awaitTaken(r_.channelOf(op(a.start)), ticket);
+}
+
+Status OpRunner::Strict::issueAsync(int h) {
   Async &a = async_[size_t(h)];
   if (a.ran)
     return Status::ok();
@@ -766,7 +906,19 @@ Status OpRunner::Strict::runAsync(int h) {
       if (std::memcmp(&input->data[i], &a.input.data[i], elem) != 0)
         std::memset(&input->data[i], kPoison, elem);
   }
-  auto y = r_.collective(o, input ? &*input : nullptr);
+  if (o.opcode() == OpCode::SendStart) {
+    // Posted now, completed at its wait (runAsync).
+    auto ticket = r_.in_.comm_.postSend(r_.channelOf(o), input->data);
+    if (!ticket)
+      return errorf("send of op ", a.start, ": ", ticket.status().message());
+    a.sendTicket = *ticket;
+    if (o.operands())
+      for (int t : *o.operands())
+        read(t);
+    return Status::ok();
+  }
+  auto y = a.recvTicket ? r_.receive(o, *a.recvTicket)
+                        : r_.collective(o, input ? &*input : nullptr);
   if (!y)
     return errorf("collective of op ", a.start, " (", opcodeName(o.opcode()),
                   "): ", y.status().message());

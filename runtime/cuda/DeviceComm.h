@@ -53,6 +53,13 @@ public:
   virtual Status recv(void *out, size_t count, plan::DType dtype, int peer,
                       cudaStream_t stream) = 0;
 
+  /// Bracket a run of adjacent sends and receives (runtime/P2PGroups.h) so
+  /// that they progress together, as ncclGroupStart/End do: two ranks that
+  /// each send, then receive, complete. groupEnd follows every groupStart,
+  /// also when a call between them failed.
+  virtual Status groupStart() = 0;
+  virtual Status groupEnd() = 0;
+
   /// An error found while the enqueued work runs (NCCL's asynchronous
   /// error; the test communicator's timeout); ok while there is none.
   virtual Status asyncError() = 0;

@@ -1,6 +1,7 @@
 //===- Executor.cpp - Run a plan on GPUs: eager streams or CUDA Graphs ----===//
 #include "runtime/cuda/Executor.h"
 
+#include "runtime/P2PGroups.h"
 #include "runtime/Threads.h"
 #include "runtime/Weights.h"
 #include "runtime/cuda/CudaCheck.h"
@@ -238,6 +239,7 @@ private:
     std::map<int, GemmPlan> gemms;     // by op index
     std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
     std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
+    std::vector<int> p2pGroupEnds;     // P2PGroups.h
     std::map<int, DeviceMemory> staging; // by op index
     /// Scaled RoPE frequency tables (rope_inv_freq), by op index; uploaded
     /// once when the plan is prepared.
@@ -499,6 +501,7 @@ Status CudaRank::prepareFunction(Function &fn) {
   if (options_.fuseEpilogues)
     chains = findGemmEpilogues(f);
   fn.absorbed.assign(f.ops() ? f.ops()->size() : 0, false);
+  fn.p2pGroupEnds = p2pGroupEnds(f);
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
@@ -797,6 +800,8 @@ Status CudaRank::enqueue(Function &fn) {
   for (int s : sp.forkedStreams)
     BRAID_CUDA_CHECK(
         cudaStreamWaitEvent(streams_[size_t(s)].get(), fn.fork.get(), 0));
+  DeviceComm *group = nullptr; // an open point-to-point group
+  int groupEnd = -1;
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
@@ -814,8 +819,21 @@ Status CudaRank::enqueue(Function &fn) {
             stream, fn.handleEvents[size_t(sync.waitHandleEvent)].get(), 0));
       if (options_.profile)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.opBegin[i].get(), stream));
+      // Adjacent sends and receives progress together (P2PGroups.h).
+      if (fn.p2pGroupEnds[i] >= 0 && sync.comm >= 0) {
+        group = comms_[size_t(sync.comm)].get();
+        groupEnd = fn.p2pGroupEnds[i];
+        BRAID_RETURN_IF_ERROR(group->groupStart());
+      }
       // An absorbed op ran inside its chain's GEMM (zero time here).
       Status st = fn.absorbed[i] ? Status::ok() : runOp(fn, int(i), stream);
+      // The group is closed even when a member failed.
+      if (group && (int(i) + 1 == groupEnd || !st)) {
+        Status closed = group->groupEnd();
+        group = nullptr;
+        if (st)
+          st = closed;
+      }
       if (options_.profile && st)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.opEnd[i].get(), stream));
       if (!st) {

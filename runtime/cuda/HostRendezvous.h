@@ -118,13 +118,27 @@ public:
         toReceiver_(size_t(parties) * size_t(parties)),
         toSender_(size_t(parties) * size_t(parties)) {}
 
-  /// Posts `message` from `from` to `to`, then waits for `to`'s answer.
-  Expected<T> send(int from, int to, const T &message) {
+  /// Posts `message` from `from` to `to` without waiting.
+  Status post(int from, int to, const T &message) {
     BRAID_RETURN_IF_ERROR(check(from, to));
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_)
+      return errorf("aborted: another rank failed (", name_, ", rank ", from,
+                    ")");
     toReceiver_[index(from, to)].push_back(message);
     cv_.notify_all();
+    return Status::ok();
+  }
+  /// Waits for `to`'s answer to the oldest unanswered message from `from`.
+  Expected<T> awaitAnswer(int from, int to) {
+    BRAID_RETURN_IF_ERROR(check(from, to));
+    std::unique_lock<std::mutex> lock(mu_);
     return take(lock, toSender_[index(from, to)], from, to, "the answer of");
+  }
+  /// post, then awaitAnswer.
+  Expected<T> send(int from, int to, const T &message) {
+    BRAID_RETURN_IF_ERROR(post(from, to, message));
+    return awaitAnswer(from, to);
   }
   /// Waits for the next message from `from` to `to`; answers it with
   /// `answer()`'s value, computed under no lock.

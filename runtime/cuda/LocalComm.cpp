@@ -143,38 +143,54 @@ public:
   }
   /// Posts `in` and waits (on the host) until `peer` has enqueued its
   /// copy; the stream then waits for that copy, so `in` is not overwritten
-  /// before it is read (NCCL's rendezvous).
+  /// before it is read (NCCL's rendezvous). In a group the wait comes at
+  /// groupEnd, after the group's receives.
   Status send(const void *in, size_t, DType, int peer,
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
     cudaEvent_t ready = events_[kSendReady + size_t(peer)].get();
     BRAID_CUDA_CHECK(cudaEventRecord(ready, stream));
-    auto done = group_->messages().send(rank_, peer, LocalPost{in, ready});
-    if (!done)
-      return done.status();
-    BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, done->event, 0));
-    return Status::ok();
+    BRAID_RETURN_IF_ERROR(
+        group_->messages().post(rank_, peer, LocalPost{in, ready}));
+    if (inGroup_) {
+      groupSends_.push_back({peer, stream});
+      return Status::ok();
+    }
+    return awaitCopied(peer, stream);
   }
   Status recv(void *out, size_t count, DType dtype, int peer,
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
     size_t bytes = count * dtypeSize(dtype);
-    cudaEvent_t copied =
-        events_[kSendReady + size_t(size_) + size_t(peer)].get();
-    auto got = group_->messages().receive(
-        rank_, peer, [&](const LocalPost &message) -> Expected<LocalPost> {
-          BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, message.event, 0));
-          if (bytes) {
-            detail::LocalSources src{};
-            src.ptr[0] = message.ptr;
-            src.size = 1;
-            BRAID_CUDA_CHECK(
-                detail::launchLocalGather(src, out, bytes, 0, 0, stream));
-          }
-          BRAID_CUDA_CHECK(cudaEventRecord(copied, stream));
-          return LocalPost{nullptr, copied};
-        });
-    return got ? Status::ok() : got.status();
+    if (inGroup_) {
+      groupRecvs_.push_back({out, bytes, peer, stream});
+      return Status::ok();
+    }
+    return receive({out, bytes, peer, stream});
+  }
+  /// Sends are posted as they come; receives wait for groupEnd, which
+  /// takes them, then waits for the sends' receivers: every rank posts
+  /// before it blocks, so a group never waits for itself.
+  Status groupStart() override {
+    inGroup_ = true;
+    return Status::ok();
+  }
+  Status groupEnd() override {
+    inGroup_ = false;
+    Status first = Status::ok();
+    for (const PendingRecv &r : groupRecvs_) {
+      Status st = receive(r);
+      if (first && !st)
+        first = st;
+    }
+    for (const auto &[peer, stream] : groupSends_) {
+      Status st = first ? awaitCopied(peer, stream) : first;
+      if (first && !st)
+        first = st;
+    }
+    groupRecvs_.clear();
+    groupSends_.clear();
+    return first;
   }
 
   /// Every failure shows when the collective is enqueued (the waits are on
@@ -188,6 +204,37 @@ public:
   static size_t eventCount(int size) { return kSendReady + 2 * size_t(size); }
 
 private:
+  struct PendingRecv {
+    void *out;
+    size_t bytes;
+    int peer;
+    cudaStream_t stream;
+  };
+  Status awaitCopied(int peer, cudaStream_t stream) {
+    auto done = group_->messages().awaitAnswer(rank_, peer);
+    if (!done)
+      return done.status();
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(stream, done->event, 0));
+    return Status::ok();
+  }
+  Status receive(const PendingRecv &r) {
+    cudaEvent_t copied = events_[kSendReady + size_t(size_) + size_t(r.peer)].get();
+    auto got = group_->messages().receive(
+        rank_, r.peer, [&](const LocalPost &message) -> Expected<LocalPost> {
+          BRAID_CUDA_CHECK(cudaStreamWaitEvent(r.stream, message.event, 0));
+          if (r.bytes) {
+            detail::LocalSources src{};
+            src.ptr[0] = message.ptr;
+            src.size = 1;
+            BRAID_CUDA_CHECK(detail::launchLocalGather(src, r.out, r.bytes, 0,
+                                                       0, r.stream));
+          }
+          BRAID_CUDA_CHECK(cudaEventRecord(copied, r.stream));
+          return LocalPost{nullptr, copied};
+        });
+    return got ? Status::ok() : got.status();
+  }
+
   Status fits(size_t bytes) const {
     if (bytes > scratchBytes_)
       return errorf("single-GPU test communicator: a collective of ", bytes,
@@ -242,6 +289,9 @@ private:
   DeviceMemory scratch_;
   size_t scratchBytes_;
   std::vector<Event> events_;
+  bool inGroup_ = false;
+  std::vector<PendingRecv> groupRecvs_;
+  std::vector<std::pair<int, cudaStream_t>> groupSends_; // peer, stream
 };
 
 } // namespace

@@ -111,6 +111,14 @@ public:
     BRAID_NCCL_CHECK(end);
     return Status::ok();
   }
+  Status groupStart() override {
+    BRAID_NCCL_CHECK(ncclGroupStart());
+    return Status::ok();
+  }
+  Status groupEnd() override {
+    BRAID_NCCL_CHECK(ncclGroupEnd());
+    return Status::ok();
+  }
   Status send(const void *in, size_t count, DType dtype, int peer,
               cudaStream_t stream) override {
     auto t = ncclTypeOf(dtype);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Interpreter.h"
+#include "runtime/P2PGroups.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -189,20 +190,7 @@ Expected<std::vector<TensorMap>> runStages(PlanBuilder &pb,
 } // namespace
 
 TEST(Collectives, SendRecv) {
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  FnBuilder s0 = pb.function("stage0");
-  int x = s0.input("x", {3});
-  plan::OpT &send = s0.op(OpCode::Send, {x}, {});
-  send.group = 0;
-  send.peer = 1;
-  FnBuilder s1 = pb.function("stage1");
-  s1.input("x", {3});
-  int y = s1.tensor({3});
-  plan::OpT &recv = s1.op(OpCode::Recv, {}, {y});
-  recv.group = 0;
-  recv.peer = 0;
-  s1.output("y", y);
+  PlanBuilder pb = sendRecvStages(3);
   auto out = runStages(
       pb, {{{"x", HostTensor::fromFloats(DType::F32, {3}, {1, 2, 3})}},
            {{"x", HostTensor::fromFloats(DType::F32, {3}, {0, 0, 0})}}});
@@ -238,6 +226,171 @@ TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
   EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+}
+
+// Point-to-point semantics shared with the CUDA executor (P2PGroups.h):
+// each rank sends, then receives. Adjacent, the two form a group (NCCL's
+// ncclGroupStart/End) and the exchange completes; with an op between them
+// each is a lone blocking call, which deadlocks under NCCL, and the
+// interpreter ends it at the timeout instead of completing it.
+PlanBuilder exchangePlan(bool adjacent) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = pb.function("stage" + std::to_string(r));
+    int x = f.input("x", {2});
+    int y = f.tensor({2}), z = f.tensor({2});
+    plan::OpT &send = f.op(OpCode::Send, {x}, {});
+    send.group = 0;
+    send.peer = 1 - r;
+    if (!adjacent)
+      f.op(OpCode::Add, {x, x}, {z});
+    plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
+    recv.group = 0;
+    recv.peer = 1 - r;
+    f.output("y", y);
+  }
+  return pb;
+}
+
+Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
+                                             int timeoutMs) {
+  auto plan = loadPlan(pb.finish());
+  if (!plan)
+    return plan.status();
+  RunnerOptions o;
+  o.collectiveTimeout = std::chrono::milliseconds(timeoutMs);
+  auto runner = ThreadedRunner::create(*plan, o);
+  if (!runner)
+    return runner.status();
+  if (strict)
+    (*runner)->setStrict(true, 5);
+  return (*runner)->runPerRank(
+      {"stage0", "stage1"},
+      {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
+       {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}}});
+}
+
+TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
+  for (bool strict : {false, true}) {
+    PlanBuilder pb = exchangePlan(/*adjacent=*/true);
+    auto out = runExchange(pb, strict, 60000);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
+    EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+  }
+}
+
+TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
+  for (bool strict : {false, true}) {
+    PlanBuilder pb = exchangePlan(/*adjacent=*/false);
+    auto start = std::chrono::steady_clock::now();
+    auto out = runExchange(pb, strict, 300);
+    ASSERT_FALSE(out) << (strict ? "strict" : "plain");
+    EXPECT_NE(out.status().message().find("no matching receive"),
+              std::string::npos)
+        << out.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20));
+  }
+}
+
+// A send and its receive on different streams use different NCCL
+// communicators, which never match: the interpreter's channels are per
+// stream too.
+TEST(Collectives, SendAndRecvOnDifferentStreamsNeverMatch) {
+  PlanBuilder pb = sendRecvStages(2, /*recvStream=*/1);
+  auto out = runExchange(pb, false, 300);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("timed out"), std::string::npos)
+      << out.status().message();
+}
+
+// Which adjacent point-to-point ops form a group (P2PGroups.h).
+TEST(Collectives, PointToPointGroupsFollowTheRules) {
+  struct Case {
+    const char *what;
+    std::function<void(FnBuilder &, int, int, int)> ops; // f, x, y, z
+    std::vector<int> want;
+  };
+  auto send = [](FnBuilder &f, int t, int stream = 0, int group = 0) {
+    plan::OpT &o = f.op(OpCode::Send, {t}, {});
+    o.group = group;
+    o.peer = 1;
+    o.stream = stream;
+    return &o;
+  };
+  auto recv = [](FnBuilder &f, int t, int stream = 0, int group = 0) {
+    plan::OpT &o = f.op(OpCode::Recv, {}, {t});
+    o.group = group;
+    o.peer = 1;
+    o.stream = stream;
+    return &o;
+  };
+  std::vector<Case> cases = {
+      {"send, recv", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x);
+         recv(f, y);
+       }, {2, -1}},
+      {"send, recv, send", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x);
+         recv(f, y);
+         send(f, x);
+       }, {3, -1, -1}},
+      {"an op between", [&](FnBuilder &f, int x, int y, int z) {
+         send(f, x);
+         f.op(OpCode::Add, {x, x}, {z});
+         recv(f, y);
+       }, {-1, -1, -1}},
+      {"another stream", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x);
+         recv(f, y, /*stream=*/1);
+       }, {-1, -1}},
+      {"another group", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x);
+         recv(f, y, 0, /*group=*/1);
+       }, {-1, -1}},
+      {"sends what it received", [&](FnBuilder &f, int, int y, int) {
+         recv(f, y);
+         send(f, y);
+       }, {-1, -1}},
+      {"an event recorded between", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x)->record_events = {0};
+         recv(f, y);
+       }, {-1, -1}},
+      {"an event waited for between", [&](FnBuilder &f, int x, int y, int) {
+         send(f, x);
+         recv(f, y)->wait_events = {0};
+       }, {-1, -1}},
+      {"async starts", [&](FnBuilder &f, int x, int y, int) {
+         plan::OpT &r = f.op(OpCode::RecvStart, {}, {y});
+         r.group = 0;
+         r.peer = 1;
+         r.handle = 0;
+         plan::OpT &s = f.op(OpCode::SendStart, {x}, {});
+         s.group = 0;
+         s.peer = 1;
+         s.handle = 1;
+         f.op(OpCode::Wait, {}, {}).handle = 1;
+         f.op(OpCode::Wait, {}, {}).handle = 0;
+       }, {2, -1, -1, -1}},
+  };
+  for (const Case &c : cases) {
+    PlanBuilder pb(2);
+    pb.group("pp", 2);
+    pb.group("pp2", 2);
+    FnBuilder f = pb.function("main");
+    f.fn().num_streams = 2;
+    f.fn().num_events = 1;
+    f.fn().num_handles = 2;
+    int x = f.input("x", {2});
+    int y = f.tensor({2}), z = f.tensor({2});
+    c.ops(f, x, y, z);
+    f.output("y", y);
+    std::vector<uint8_t> bytes = pb.finish();
+    const plan::Plan *root = plan::GetPlan(bytes.data());
+    EXPECT_EQ(p2pGroupEnds(*root->functions()->Get(0)), c.want) << c.what;
+  }
 }
 
 TEST(Collectives, TwoGroupsOnAMesh) {

@@ -201,43 +201,34 @@ TEST(SingleGpu, TwoStreamsWithACommunicatorEach) {
   expectSameOnOneGpu(pb, "step", inputs, 1e-5, 1e-4);
 }
 
-PlanBuilder sendRecvStages() {
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  FnBuilder s0 = pb.function("stage0");
-  int x = s0.input("x", {1000});
-  plan::OpT &send = s0.op(OpCode::Send, {x}, {});
-  send.group = 0;
-  send.peer = 1;
-  FnBuilder s1 = pb.function("stage1");
-  s1.input("x", {1000});
-  int y = s1.tensor({1000});
-  plan::OpT &recv = s1.op(OpCode::Recv, {}, {y});
-  recv.group = 0;
-  recv.peer = 0;
-  s1.output("y", y);
-  return pb;
-}
-
-TEST(SingleGpu, SendRecvBetweenStages) {
-  auto loaded = loadPlan(sendRecvStages().finish());
+/// Two pipeline stages ("stage0" on rank 0, "stage1" on rank 1), each fed
+/// an `n`-element "x": bit for bit as on the interpreter, graph and eager,
+/// three steps each.
+void expectStagesMatchInterpreter(PlanBuilder pb, int64_t n,
+                                  const std::string &what) {
+  auto loaded = loadPlan(pb.finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   std::vector<TensorMap> inputs{
-      {{"x", HostTensor::fromFloats(DType::F32, {1000}, wave(1000, 0.3f))}},
-      {{"x", HostTensor::fromFloats(DType::F32, {1000}, wave(1000, 9.0f))}}};
+      {{"x", HostTensor::fromFloats(DType::F32, {n}, wave(n, 0.3f))}},
+      {{"x", HostTensor::fromFloats(DType::F32, {n}, wave(n, 9.0f))}}};
   std::vector<std::string> fns{"stage0", "stage1"};
   std::vector<TensorMap> want = onCpu(*loaded, fns, inputs);
-  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(want.size(), 2u) << what;
   BRAID_SKIP_WITHOUT_GPU();
   for (bool graph : {false, true}) {
     auto gpu = cuda::CudaRunner::create(*loaded, oneGpu(graph));
     ASSERT_TRUE(gpu) << gpu.status().message();
     for (int step = 0; step < 3; ++step) {
       auto out = (*gpu)->runPerRank(fns, inputs);
-      ASSERT_TRUE(out) << out.status().message();
-      expectOutputs(*out, want, 0, 0, graph ? "graph" : "eager");
+      ASSERT_TRUE(out) << what << ": " << out.status().message();
+      expectOutputs(*out, want, 0, 0,
+                    what + (graph ? " graph" : " eager"));
     }
   }
+}
+
+TEST(SingleGpu, SendRecvBetweenStages) {
+  expectStagesMatchInterpreter(sendRecvStages(1000), 1000, "send/recv");
 }
 
 /// One step of `function` on `runner` and the milliseconds it took.
@@ -261,22 +252,22 @@ TensorMap faultTestInput() {
                                        wave(2 * 8 * 64, 0.1f))}};
 }
 
-// Both ranks receive before they send, each a lone blocking call: NCCL
-// deadlocks on this (a lone ncclRecv waits for the peer's ncclSend, queued
-// behind the peer's own ncclRecv), and the test communicator's receives
-// wait on the host for a send that never comes. The
-// interpreter buffers sends, so it completes: the plan is wrong for a GPU,
-// and the step must end at the timeout with an error, not hang.
+// Both ranks receive before they send, each a lone blocking call (an op
+// between them, so they are no group: P2PGroups.h): NCCL deadlocks on this
+// (a lone ncclRecv waits for the peer's ncclSend, queued behind the peer's
+// own ncclRecv), and so do the test communicator and the interpreter: the
+// step must end at the timeout with an error, not hang.
 TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
   PlanBuilder pb(2);
   pb.group("pp", 2);
   for (int r = 0; r < 2; ++r) {
     FnBuilder f = pb.function("stage" + std::to_string(r));
     int x = f.input("x", {2});
-    int y = f.tensor({2});
+    int y = f.tensor({2}), z = f.tensor({2});
     plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
     recv.group = 0;
     recv.peer = 1 - r;
+    f.op(OpCode::Add, {x, x}, {z});
     plan::OpT &send = f.op(OpCode::Send, {x}, {});
     send.group = 0;
     send.peer = 1 - r;
@@ -298,6 +289,37 @@ TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
               std::string::npos)
         << out.status().message();
     EXPECT_LT(ms, 10000) << "the step should end near its 1 s timeout";
+  }
+}
+
+// The same exchange with the receive and the send adjacent (sync), or as
+// adjacent starts (async): each forms a group, issued together as by
+// ncclGroupStart/End, and completes on the GPU as on the interpreter.
+TEST(SingleGpu, AdjacentRecvAndSendOnBothRanksRunAsAGroup) {
+  for (bool async : {false, true}) {
+    PlanBuilder pb(2);
+    pb.group("pp", 2);
+    for (int r = 0; r < 2; ++r) {
+      FnBuilder f = pb.function("stage" + std::to_string(r));
+      int x = f.input("x", {300});
+      int y = f.tensor({300});
+      f.fn().num_handles = 2;
+      plan::OpT &recv =
+          f.op(async ? OpCode::RecvStart : OpCode::Recv, {}, {y});
+      recv.group = 0;
+      recv.peer = 1 - r;
+      plan::OpT &send = f.op(async ? OpCode::SendStart : OpCode::Send, {x}, {});
+      send.group = 0;
+      send.peer = 1 - r;
+      if (async) {
+        recv.handle = 0;
+        send.handle = 1;
+        f.op(OpCode::Wait, {}, {}).handle = 1;
+        f.op(OpCode::Wait, {}, {}).handle = 0;
+      }
+      f.output("y", y);
+    }
+    expectStagesMatchInterpreter(pb, 300, async ? "async" : "sync");
   }
 }
 

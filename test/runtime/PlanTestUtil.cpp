@@ -112,6 +112,26 @@ std::vector<uint8_t> PlanBuilder::finish() const {
                               fbb.GetBufferPointer() + fbb.GetSize());
 }
 
+PlanBuilder sendRecvStages(int64_t n, int recvStream) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  FnBuilder s0 = pb.function("stage0");
+  int x = s0.input("x", {n});
+  plan::OpT &send = s0.op(plan::OpCode::Send, {x}, {});
+  send.group = 0;
+  send.peer = 1;
+  FnBuilder s1 = pb.function("stage1");
+  s1.input("x", {n});
+  int y = s1.tensor({n});
+  s1.fn().num_streams = recvStream + 1;
+  plan::OpT &recv = s1.op(plan::OpCode::Recv, {}, {y});
+  recv.group = 0;
+  recv.peer = 0;
+  recv.stream = recvStream;
+  s1.output("y", y);
+  return pb;
+}
+
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens, DType dtype) {
   PlanBuilder pb(tp);

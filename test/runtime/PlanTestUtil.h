@@ -57,6 +57,11 @@ std::vector<float> wave(int64_t n, float phase);
 /// tokens, hidden], output "y": y = all_reduce(gelu_tanh(rms_norm(x) W1^T)
 /// W2^T), W1 ("mlp.up_proj.weight", [inter, hidden]) column-parallel and W2
 /// ("mlp.down_proj.weight", [hidden, inter]) row-parallel on group "tp".
+/// Two pipeline stages of a 2-rank "pp" group: "stage0" sends its
+/// n-element input "x" to rank 1; "stage1" receives it as output "y" (on
+/// stream `recvStream`), and takes an unused "x" too.
+PlanBuilder sendRecvStages(int64_t n, int recvStream = 0);
+
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens,
                             DType dtype = DType::F32);
