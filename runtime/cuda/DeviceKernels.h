@@ -84,7 +84,12 @@ struct AttentionArgs {
   bool causal;
   int64_t slidingWindow = 0; // causal only: the last W keys; 0: all
   In position; // data null: no cache; else [B] cache positions
-  const DeviceErrorRecord *error; // with a cache: skip while set
+  /// With a cache: the new rows [B, S, Hkv, D], written into the caches
+  /// (through k and v) at the positions before attention reads them.
+  In newK, newV;
+  /// With a cache: where a position out of range is recorded; nothing is
+  /// written or attended while a record is set.
+  DeviceErrorRecord *error;
   /// Split-KV scratch of `partialsBytes`; null, or smaller than the
   /// tiling's workspaceBytes: one split.
   float *partials = nullptr;
@@ -128,19 +133,15 @@ constexpr int64_t kMaxAttentionKeys = int64_t(1) << 24;
 constexpr int64_t kMaxAttentionHeadDim = 4096;
 /// `multiprocessors` as given to planAttention; the launch splits the keys
 /// only when args.partials holds that tiling's workspaceBytes.
+/// Kernels, in order on `stream`: with a cache (args.position.data), the
+/// cache write, which checks every batch's [pos, pos + S) against
+/// [0, keyStride) first and, for the first batch outside it, records
+/// kDeviceErrorAttentionPosition (unless a record is set) and writes
+/// nothing (nor while a record is set), else k[b, pos[b] + s] = newK[b, s]
+/// (and v); the split kernel (skipped while a record is set); with
+/// splits > 1, the combine.
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream);
-
-/// Records kDeviceErrorAttentionPosition for the first batch whose
-/// [pos, pos + seq) is outside [0, maxSeq) (if no error is recorded yet).
-cudaError_t launchCheckCachePositions(In position, int64_t batch, int64_t seq,
-                                      int64_t maxSeq, DeviceErrorRecord *error,
-                                      cudaStream_t stream);
-/// kCache[b, pos[b] + s] = k[b, s] (and v), unless `error` is set.
-cudaError_t launchCacheWrite(In k, In v, Out kCache, Out vCache, In position,
-                             int64_t batch, int64_t seq, int64_t rowElems,
-                             int64_t maxSeq, const DeviceErrorRecord *error,
-                             cudaStream_t stream);
 
 /// A strided copy as the kernel runs it: dst[idx] = src[idx] over `sizes`
 /// (outermost dim first), strides in `unitBytes` units (1, 2, 4, 8 or 16;

@@ -316,6 +316,7 @@ Status cuda::attention(const TensorRef &q, const TensorRef &k,
   a.v = in(v);
   a.keyStride = d.sq;
   a.position = {nullptr, Dt::I64};
+  a.newK = a.newV = {nullptr, Dt::F32};
   a.error = nullptr;
   useWorkspace(a, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));
@@ -348,20 +349,17 @@ Status cuda::attentionWithCache(const TensorRef &q, const TensorRef &k,
   BRAID_RETURN_IF_ERROR(checkData("attention", "v_cache", vCache));
   BRAID_RETURN_IF_ERROR(checkData("attention", "position", position));
   BRAID_RETURN_IF_ERROR(checkData("attention", "o", o));
-  int64_t maxS = kCache.shape[1];
-  // 1. Positions checked on the device (first bad batch recorded); 2. the
-  // new rows written; 3. attention over the cache. 2 and 3 do nothing while
-  // a record is set, so a bad position writes nothing, as on the CPU.
-  BRAID_CUDA_CHECK(detail::launchCheckCachePositions(in(position), d.b, d.sq,
-                                                     maxS, errors, stream));
-  BRAID_CUDA_CHECK(detail::launchCacheWrite(
-      in(k), in(v), out(kCache), out(vCache), in(position), d.b, d.sq,
-      d.hkv * d.d, maxS, errors, stream));
+  // One kernel checks the positions on the device (the first bad batch
+  // recorded) and, when all are in range, writes the new rows; then
+  // attention over the cache. Both do nothing while a record is set, so a
+  // bad position writes nothing, as on the CPU.
   detail::AttentionArgs a = attentionArgs(q, o, d, p);
-  a.k = in(kCache);
+  a.k = in(kCache); // written through too (launchAttention)
   a.v = in(vCache);
-  a.keyStride = maxS;
+  a.keyStride = kCache.shape[1];
   a.position = in(position);
+  a.newK = in(k);
+  a.newV = in(v);
   a.error = errors;
   useWorkspace(a, ws);
   BRAID_CUDA_CHECK(detail::launchAttention(a, ws.multiprocessors, stream));

@@ -24,7 +24,8 @@
 //   attention:   B*Hkv*n*D*(sz_k + sz_v) cache reads (the query heads of a
 //                GQA group share each key tile) + q, o once; with splits,
 //                partials of B*S*Hq*splits*(D + 2) fp32 written and read.
-//   cache write: B*S*Hkv*D (sz_k + sz_v) read + the same written
+//   cache write: B*S*Hkv*D (sz_k + sz_v) read + the same written, B
+//                positions read per block (each checks every batch)
 //   copies:      2 * bytes copied
 //
 //===----------------------------------------------------------------------===//
@@ -741,33 +742,43 @@ __global__ void attentionCombineKernel(AttentionLaunch L) {
   }
 }
 
-__global__ void checkCachePositionsKernel(In position, int64_t batch,
-                                          int64_t seq, int64_t maxSeq,
-                                          DeviceErrorRecord *error) {
-  // One thread: B is small, and the first bad batch is the one reported,
-  // as the CPU kernel does.
-  if (error->code != kDeviceErrorNone)
-    return;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t pos = loadInt(position, b);
-    if (pos < 0 || pos + seq > maxSeq) {
-      error->args[0] = b;
-      error->args[1] = pos;
-      error->args[2] = pos + seq;
-      error->args[3] = maxSeq;
-      __threadfence();
-      error->code = kDeviceErrorAttentionPosition;
-      return;
-    }
-  }
-}
-
+/// The cache write of attention with a cache, with its position check.
+/// Every block first checks every batch's [pos, pos + S) against
+/// [0, maxS) (B is small), so all blocks agree: with a position out of
+/// range the first bad batch is recorded (unless a record is set already:
+/// the first error wins) and nothing is written; with a record set before
+/// (by an earlier op), nothing is written either.
 __global__ void cacheWriteKernel(In k, In v, Out kCache, Out vCache,
                                  In position, int64_t batch, int64_t seq,
                                  int64_t rowElems, int64_t maxSeq,
-                                 const DeviceErrorRecord *error) {
-  if (error->code != kDeviceErrorNone)
+                                 DeviceErrorRecord *error) {
+  __shared__ unsigned long long firstBad;
+  if (threadIdx.x == 0)
+    firstBad = static_cast<unsigned long long>(batch);
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
+    const int64_t pos = loadInt(position, b);
+    if (pos < 0 || pos + seq > maxSeq)
+      atomicMin(&firstBad, static_cast<unsigned long long>(b));
+  }
+  __syncthreads();
+  const int64_t bad = int64_t(firstBad);
+  if (bad < batch) {
+    // One thread of the whole grid records it; the first error wins.
+    if (globalThread() == 0 &&
+        atomicCAS(&error->code, int32_t(kDeviceErrorNone),
+                  int32_t(kDeviceErrorAttentionPosition)) ==
+            int32_t(kDeviceErrorNone)) {
+      const int64_t pos = loadInt(position, bad);
+      error->args[0] = bad;
+      error->args[1] = pos;
+      error->args[2] = pos + seq;
+      error->args[3] = maxSeq;
+    }
     return; // nothing is written, as the CPU kernel writes nothing
+  }
+  if (error->code != kDeviceErrorNone)
+    return;
   const int64_t count = batch * seq * rowElems;
   for (int64_t e = globalThread(); e < count; e += gridThreads()) {
     const int64_t r = e % rowElems, t = e / rowElems;
@@ -1063,10 +1074,27 @@ cudaError_t launchAttentionSplit(const AttentionLaunch &L, dim3 grid,
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream) {
   const int64_t queries = args.batch * args.seq * args.heads;
-  if (queries == 0 || args.headDim == 0)
-    return cudaSuccess;
-  if (args.k.dt != args.v.dt)
+  const bool attend = queries > 0 && args.headDim > 0;
+  if (attend && args.k.dt != args.v.dt)
     return cudaErrorInvalidValue; // the loader refuses mixed k/v dtypes
+  // With a cache: the position check and the new rows first.
+  if (args.position.data && args.batch > 0) {
+    const int64_t rowElems = args.kvHeads * args.headDim;
+    const int64_t count = args.batch * args.seq * rowElems;
+    // The caches are written through k and v (Kernels.cpp's kCache and
+    // vCache, non-const there).
+    const Out kCache{const_cast<void *>(args.k.data), args.k.dt};
+    const Out vCache{const_cast<void *>(args.v.data), args.v.dt};
+    cacheWriteKernel<<<gridFor(std::max<int64_t>(count, 1), kThreads), kThreads,
+                       0, stream>>>(args.newK, args.newV, kCache, vCache,
+                                    args.position, args.batch, args.seq,
+                                    rowElems, args.keyStride, args.error);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+      return e;
+  }
+  if (!attend)
+    return cudaSuccess;
   auto tiling = [&](int sms) {
     return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
                          args.headDim, args.keyStride,
@@ -1116,28 +1144,6 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                            size_t(t.splits + 32 + kAttentionThreads) *
                                sizeof(float),
                            stream>>>(L);
-  return cudaGetLastError();
-}
-
-cudaError_t launchCheckCachePositions(In position, int64_t batch, int64_t seq,
-                                      int64_t maxSeq, DeviceErrorRecord *error,
-                                      cudaStream_t stream) {
-  if (batch == 0)
-    return cudaSuccess;
-  checkCachePositionsKernel<<<1, 1, 0, stream>>>(position, batch, seq, maxSeq,
-                                                 error);
-  return cudaGetLastError();
-}
-
-cudaError_t launchCacheWrite(In k, In v, Out kCache, Out vCache, In position,
-                             int64_t batch, int64_t seq, int64_t rowElems,
-                             int64_t maxSeq, const DeviceErrorRecord *error,
-                             cudaStream_t stream) {
-  const int64_t count = batch * seq * rowElems;
-  if (count == 0)
-    return cudaSuccess;
-  cacheWriteKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(
-      k, v, kCache, vCache, position, batch, seq, rowElems, maxSeq, error);
   return cudaGetLastError();
 }
 

@@ -771,6 +771,146 @@ TEST_P(CudaKernels, AttentionSlidingWindowMatchesCpu) {
   }
 }
 
+// Split-KV attention without a cache launched again and again on one
+// workspace, eager and from a graph replayed twice, each launch the same
+// bytes: nothing a launch leaves in the workspace changes the next.
+// Several splits, several row tiles, GQA; D even and odd.
+TEST_P(CudaKernels, AttentionSplitKvRelaunchedOnOneWorkspace) {
+  DType dt = GetParam();
+  struct Case {
+    int64_t b, s, hq, hkv, d;
+    bool causal;
+  };
+  uint32_t seed = 501;
+  for (const Case &c :
+       {Case{2, 100, 8, 2, 64, true}, Case{1, 70, 4, 2, 10, false}}) {
+    std::string what = "split-KV attention without a cache s" +
+                       std::to_string(c.s) + " hq" + std::to_string(c.hq) +
+                       " hkv" + std::to_string(c.hkv) + " d" +
+                       std::to_string(c.d);
+    auto tiling = cu::detail::planAttention(c.b, c.s, c.hq, c.hkv, c.d, c.s,
+                                            int64_t(dtypeSize(dt)), 132);
+    ASSERT_GT(tiling.splits, 1) << what;
+    ASSERT_GT(c.s * c.hq / c.hkv, tiling.rowTile) << what << ": one row tile";
+    cu::AttentionWorkspace ws;
+    ws.multiprocessors = 132;
+    ws.bytes = cu::attentionWorkspaceBytes({c.b, c.s, c.hq, c.d}, c.hkv, c.s,
+                                           ws.multiprocessors);
+    ASSERT_GT(ws.bytes, 0u) << what << ": this case should split";
+    ws.data = rawAlloc(ws.bytes);
+    HostTensor q = randomTensor(dt, {c.b, c.s, c.hq, c.d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    AttentionParams p = attnParams(c.hq, c.hkv, c.d, c.causal);
+    auto want = cpu::attention(asF(q), asF(k), asF(v), p);
+    ASSERT_TRUE(want) << want.status().message();
+    cu::TensorRef dq = upload(q), dk = upload(k), dv = upload(v),
+                  o = alloc(dt, q.shape);
+    const size_t oBytes = size_t(numElements(q.shape)) * dtypeSize(dt);
+    std::vector<uint8_t> first;
+    for (int launch = 0; launch < 3; ++launch) {
+      ASSERT_CUDA(cudaMemsetAsync(o.data, 0xff, oBytes, stream()));
+      ASSERT_OK(cu::attention(dq, dk, dv, o, p, stream(), ws));
+      HostTensor got = download(o);
+      expectClose(got, stored(dt, *want),
+                  what + ", launch " + std::to_string(launch));
+      if (launch == 0)
+        first = got.bytes;
+      else
+        expectSameBytes(got.bytes, first, what + ": launch again");
+    }
+    cu::Graph g;
+    cu::GraphExec exec;
+    ASSERT_CUDA(
+        cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    Status captured = cu::attention(dq, dk, dv, o, p, stream(), ws);
+    ASSERT_CUDA(cudaStreamEndCapture(stream(), g.out()));
+    ASSERT_OK(captured);
+    ASSERT_CUDA(cudaGraphInstantiate(exec.out(), g.get(), 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      ASSERT_CUDA(cudaMemsetAsync(o.data, 0xff, oBytes, stream()));
+      ASSERT_CUDA(cudaGraphLaunch(exec.get(), stream()));
+      expectSameBytes(download(o).bytes, first,
+                      what + ": graph replay " + std::to_string(replay));
+    }
+  }
+}
+
+// A position out of range with a split-KV workspace: the error is
+// recorded and nothing is written (caches, o, by the split blocks and the
+// combine alike); attention without a cache and a valid decode step on the
+// same workspace match the CPU afterwards.
+TEST_P(CudaKernels, AttentionSplitKvPositionOutOfRange) {
+  DType dt = GetParam();
+  const int64_t b = 2, hq = 8, hkv = 2, d = 64, maxS = 512, s = 100;
+  AttentionParams p = attnParams(hq, hkv, d, true);
+  cu::AttentionWorkspace ws;
+  ws.multiprocessors = 132;
+  ws.bytes =
+      std::max(cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132),
+               cu::attentionWorkspaceBytes({b, s, hq, d}, hkv, s, 132));
+  ASSERT_GT(cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132), 0u);
+  ASSERT_GT(cu::attentionWorkspaceBytes({b, s, hq, d}, hkv, s, 132), 0u);
+  ws.data = rawAlloc(ws.bytes);
+  uint32_t seed = 601;
+  HostTensor q = randomTensor(dt, {b, 1, hq, d}, -1, 1, seed++);
+  HostTensor k = randomTensor(dt, {b, 1, hkv, d}, -1, 1, seed++);
+  HostTensor v = randomTensor(dt, {b, 1, hkv, d}, -1, 1, seed++);
+  HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
+  cu::TensorRef dq = upload(q), dk = upload(k), dv = upload(v);
+  auto flag = cu::DeviceErrorFlag::create();
+  ASSERT_TRUE(flag) << flag.status().message();
+
+  // Batch 1 would write row 512 of 512; batch 0 is in range and is not
+  // written either.
+  const std::vector<int64_t> bad{300, maxS};
+  cu::TensorRef dkc = upload(kc), dvc = upload(vc), o = alloc(dt, q.shape);
+  HostTensor before = download(o);
+  ASSERT_OK(cu::attentionWithCache(
+      dq, dk, dv, dkc, dvc, upload(HostTensor::fromInts(DType::I64, {b}, bad)),
+      o, p, flag->get(), stream(), ws));
+  Status st = flag->check(stream());
+  FTensor ckc = asF(kc), cvc = asF(vc);
+  auto cpuResult = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                           ITensor{{b}, bad}, p);
+  ASSERT_FALSE(cpuResult);
+  ASSERT_FALSE(st) << "no device error for position " << bad[1];
+  EXPECT_EQ(st.message(), cpuResult.status().message());
+  expectSameBytes(download(dkc).bytes, kc.bytes, "k cache untouched");
+  expectSameBytes(download(dvc).bytes, vc.bytes, "v cache untouched");
+  expectSameBytes(download(o).bytes, before.bytes, "o untouched");
+
+  // Attention without a cache on the same workspace.
+  {
+    HostTensor pq = randomTensor(dt, {b, s, hq, d}, -1, 1, seed++);
+    HostTensor pk = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+    HostTensor pv = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
+    cu::TensorRef po = alloc(dt, pq.shape);
+    ASSERT_OK(
+        cu::attention(upload(pq), upload(pk), upload(pv), po, p, stream(), ws));
+    auto want = cpu::attention(asF(pq), asF(pk), asF(pv), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(po), stored(dt, *want),
+                "attention without a cache after the error");
+  }
+
+  // A valid decode step.
+  const std::vector<int64_t> good{300, maxS - 1};
+  ASSERT_OK(cu::attentionWithCache(
+      dq, dk, dv, dkc, dvc, upload(HostTensor::fromInts(DType::I64, {b}, good)),
+      o, p, flag->get(), stream(), ws));
+  ASSERT_OK(flag->check(stream()));
+  auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
+                                      ITensor{{b}, good}, p);
+  ASSERT_TRUE(want) << want.status().message();
+  expectClose(download(o), stored(dt, *want), "decode after the error: o");
+  expectSameBytes(download(dkc).bytes, stored(dt, ckc).bytes,
+                  "decode after the error: k cache");
+  expectSameBytes(download(dvc).bytes, stored(dt, cvc).bytes,
+                  "decode after the error: v cache");
+}
+
 TEST_P(CudaKernels, AttentionCachePositionOutOfRange) {
   DType dt = GetParam();
   const int64_t b = 2, s = 4, hq = 4, hkv = 2, d = 32, maxS = 16;
