@@ -282,6 +282,26 @@ def Braid_SiluOp : Braid_UnaryOp<"silu"> {
   }];
 }
 
+def Braid_SwigluOp : Braid_Op<"swiglu", [Pure, SameOperandsAndResultType]> {
+  let summary = "SwiGLU: silu(gate) * up, one op";
+  let description = [{
+    `y = silu(gate) * up` elementwise, both operands and the result of one
+    type (no broadcasting). LLaMA's MLP computes `silu(gate_proj(x)) *
+    up_proj(x)`; `braid-fuse-compute` forms this op from that `braid.silu`
+    and `braid.mul`, so the pair is one launch that reads `gate` and `up`
+    once and writes `y` once. Computed in f32 and rounded once to the
+    storage type: bit for bit the pair in f32; in bf16 or f16 the pair
+    rounds the silu result once more.
+
+    ```mlir
+    %y = braid.swiglu %gate, %up : tensor<1x1x3584xbf16>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$gate, Braid_FloatTensor:$up);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
 def Braid_GeluOp : Braid_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or tanh-approximated";
   let description = [{

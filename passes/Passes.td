@@ -26,6 +26,37 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
+  let summary = "Fuse compute ops into fewer, larger ones (SwiGLU)";
+  let description = [{
+    Every op of a step is a kernel launch and a round trip of its result
+    through memory. This pass replaces patterns the runtimes have one kernel
+    for; today:
+
+    - `braid.mul(braid.silu(%g), %u)` (either operand order) becomes
+      `braid.swiglu %g, %u`: LLaMA's, Mistral's and Qwen2's MLP. One launch
+      instead of two, and the silu result is never written.
+
+    Before:
+    ```mlir
+    %s = braid.silu %g : tensor<1x8x128xf32>
+    %y = braid.mul %s, %u : (tensor<1x8x128xf32>, tensor<1x8x128xf32>) -> tensor<1x8x128xf32>
+    ```
+    After:
+    ```mlir
+    %y = braid.swiglu %g, %u : tensor<1x8x128xf32>
+    ```
+
+    Refused (left as they are): a silu result read by anything else (or
+    returned), a mul that broadcasts or whose operand and result types
+    differ, and ops that carry schedule attributes (a stream, events, a
+    buffer: the pass runs before scheduling and memory planning). In f32
+    the fused op is bit for bit the pair; in bf16 and f16 it rounds once
+    where the pair rounds twice (test/run/fuse-compute.test checks both
+    against the unfused plan, and against transformers).
+  }];
+}
+
 def BraidFuseCollectivesPass
     : Pass<"braid-fuse-collectives", "::mlir::ModuleOp"> {
   let summary = "Fold sums of all_reduces, and gathers of reduce-scatters, into one all_reduce";

@@ -19,6 +19,9 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
     pm.addPass(mlir::braid::createBraidFuseCollectivesPass(fuse));
   }
   pm.addPass(mlir::braid::createBraidSequenceParallelPass(sp));
+  // Fewer, larger compute ops for whatever follows (scheduling sees them).
+  if (options.fuseCompute)
+    pm.addPass(mlir::braid::createBraidFuseComputePass());
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
   // Nothing leaves the compiler unless its schedule is proven safe.
@@ -29,6 +32,6 @@ void braid::registerPipelines() {
   mlir::PassPipelineRegistration<>(
       "braid-default-pipeline",
       "braid-compile's pipeline: sequence parallelism where it pays, "
-      "simplify, plan memory, verify the schedule",
+      "compute fusion, simplify, plan memory, verify the schedule",
       [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
 }

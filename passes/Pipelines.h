@@ -16,6 +16,7 @@ namespace braid {
 /// tests say they do not change the answer beyond rounding.
 struct PipelineOptions {
   bool fuseCollectives = false; // braid-fuse-collectives (reassociates sums)
+  bool fuseCompute = true;      // braid-fuse-compute (test/run/fuse-compute.test)
   /// Pack independent all_reduces up to this many bytes (0: never).
   int64_t combineCollectiveBytes = 0;
   /// braid-sequence-parallel: "megatron" (where the cost model says it

@@ -58,7 +58,7 @@ bool producesReplicated(Operation &op, const llvm::DenseSet<Value> &replicated,
   if (auto emb = dyn_cast<EmbeddingOp>(op); emb && emb.getVocabGroup())
     return false;
   if (!isa<EmbeddingOp, AddOp, MulOp, RmsNormOp, LayerNormOp, SiluOp, GeluOp,
-           ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
+           SwigluOp, ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
     return false;
   return llvm::all_of(op.getOperands(),
                       [&](Value x) { return replicated.contains(x); });
@@ -289,6 +289,8 @@ private:
              isReplicatedParameter(norm.getBias());
     if (isa<SiluOp, GeluOp>(op))
       return inRegion(op.getOperand(0));
+    if (isa<SwigluOp>(op))
+      return inRegion(op.getOperand(0)) && inRegion(op.getOperand(1));
     return false;
   }
 

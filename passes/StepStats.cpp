@@ -156,7 +156,7 @@ llvm::Expected<StepStats> mlir::braid::computeStepStats(func::FuncOp func) {
         .Case<AttentionOp>([&](auto a) {
           add(st.attentionFlops, attentionFlopCount(a), "attention FLOPs");
         })
-        .Case<AddOp, MulOp, SiluOp, GeluOp>([&](Operation *o) {
+        .Case<AddOp, MulOp, SiluOp, GeluOp, SwigluOp>([&](Operation *o) {
           add(st.otherFlops, numElements(o->getResult(0).getType()),
               "other FLOPs");
         })

@@ -368,6 +368,8 @@ Status OpRunner::compute(const plan::Op &op) {
   }
   case OpCode::Silu:
     return storeF(result(0), silu(loadF(operand(0))));
+  case OpCode::Swiglu:
+    return store(result(0), swiglu(loadF(operand(0)), loadF(operand(1))));
   case OpCode::Gelu:
     return storeF(result(0),
                   gelu(loadF(operand(0)),

@@ -52,6 +52,7 @@ const char *braid::rt::opcodeName(OpCode op) {
     CASE(Rope, "rope")
     CASE(Attention, "attention")
     CASE(Silu, "silu")
+    CASE(Swiglu, "swiglu")
     CASE(Gelu, "gelu")
     CASE(Embedding, "embedding")
     CASE(Softmax, "softmax")
@@ -156,6 +157,7 @@ Arity arityOf(OpCode op) {
   case OpCode::Matmul:
   case OpCode::Add:
   case OpCode::Mul:
+  case OpCode::Swiglu:
   case OpCode::RmsNorm:
   case OpCode::Rope:
   case OpCode::Embedding:
@@ -397,6 +399,14 @@ private:
     if (op.group() >= 0 && op.group() < numGroups())
       n = plan_.groups()->Get(unsigned(op.group()))->size();
     switch (code) {
+    case OpCode::Swiglu:
+      if (in(1) != in(0))
+        return errorf(where, "operand 1 shape ", formatShape(in(1)),
+                      " should be ", formatShape(in(0)),
+                      " (swiglu does not broadcast)");
+      if (out(0) != in(0))
+        return mismatch(out(0), in(0));
+      break;
     case OpCode::Add:
     case OpCode::Mul:
     case OpCode::Silu:
@@ -618,6 +628,7 @@ private:
     case OpCode::Matmul:
     case OpCode::Add:
     case OpCode::Mul:
+    case OpCode::Swiglu:
       BRAID_RETURN_IF_ERROR(needFloat("operand 0", operand(0)));
       BRAID_RETURN_IF_ERROR(
           needSame("operand 1", operand(1), "operand 0", operand(0)));

@@ -518,6 +518,10 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->opcode = plan::OpCode::Silu;
               return success();
             })
+            .Case([&](SwigluOp) {
+              o->opcode = plan::OpCode::Swiglu;
+              return success();
+            })
             .Case([&](GeluOp m) {
               o->opcode = plan::OpCode::Gelu;
               o->gelu_approximation =

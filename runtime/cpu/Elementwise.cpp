@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - add, mul, silu, gelu -----------------------------===//
+//===- Elementwise.cpp - add, mul, silu, swiglu, gelu ---------------------===//
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
@@ -36,6 +36,20 @@ FTensor cpu::silu(const FTensor &x) {
   FTensor y = x;
   for (float &v : y.data)
     v = v / (1.0f + std::exp(-v));
+  return y;
+}
+
+Expected<FTensor> cpu::swiglu(const FTensor &gate, const FTensor &up) {
+  if (gate.shape != up.shape)
+    return errorf("swiglu: gate ", formatShape(gate.shape), " and up ",
+                  formatShape(up.shape), " differ (it does not broadcast)");
+  FTensor y = gate;
+  // silu's expression, then the product: bit for bit the unfused pair in
+  // f32 (both round once per step there; here the product of the two).
+  for (size_t i = 0; i < y.data.size(); ++i) {
+    float g = y.data[i];
+    y.data[i] = (g / (1.0f + std::exp(-g))) * up.data[i];
+  }
   return y;
 }
 

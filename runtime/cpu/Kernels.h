@@ -54,6 +54,9 @@ std::vector<double> ropeInvFreq(const RopeParams &p, int64_t headDim);
 Expected<FTensor> rope(const FTensor &x, const ITensor &positions,
                        const RopeParams &p);
 FTensor silu(const FTensor &x);
+/// silu(gate) * up, elementwise (same shapes), in f32: the unfused pair's
+/// arithmetic with one rounding to the storage type instead of two.
+Expected<FTensor> swiglu(const FTensor &gate, const FTensor &up);
 FTensor gelu(const FTensor &x, GeluKind kind);
 Expected<FTensor> softmax(const FTensor &x, int64_t dim);
 

@@ -58,6 +58,9 @@ cudaError_t launchBinary(bool mul, In lhs, In rhs, Out out, int64_t count,
                          cudaStream_t stream);
 cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
                         cudaStream_t stream);
+/// y = silu(gate) * up over `count` elements (same shapes).
+cudaError_t launchSwiglu(In gate, In up, Out y, int64_t count,
+                         cudaStream_t stream);
 cudaError_t launchRmsNorm(In x, In weight, Out y, int64_t rows, int64_t h,
                           float epsilon, cudaStream_t stream);
 cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,

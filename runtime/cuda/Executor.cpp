@@ -733,6 +733,8 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   }
   case OpCode::Silu:
     return silu(operand(0), result(0), stream);
+  case OpCode::Swiglu:
+    return swiglu(operand(0), operand(1), result(0), stream);
   case OpCode::Gelu:
     return gelu(operand(0), result(0),
                 op.gelu_approximation() == plan::GeluApproximation::Tanh

@@ -167,6 +167,20 @@ Status cuda::silu(const TensorRef &x, const TensorRef &y, cudaStream_t stream) {
   return unary("silu", detail::Unary::Silu, x, y, stream);
 }
 
+Status cuda::swiglu(const TensorRef &gate, const TensorRef &up,
+                    const TensorRef &y, cudaStream_t stream) {
+  if (up.shape != gate.shape)
+    return errorf("swiglu: up ", formatShape(up.shape), " differs from gate ",
+                  formatShape(gate.shape));
+  BRAID_RETURN_IF_ERROR(checkResult("swiglu", y, gate.shape));
+  BRAID_RETURN_IF_ERROR(checkData("swiglu", "gate", gate));
+  BRAID_RETURN_IF_ERROR(checkData("swiglu", "up", up));
+  BRAID_RETURN_IF_ERROR(checkData("swiglu", "result", y));
+  BRAID_CUDA_CHECK(detail::launchSwiglu(in(gate), in(up), out(y),
+                                        numElements(gate.shape), stream));
+  return Status::ok();
+}
+
 Status cuda::gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
                   cudaStream_t stream) {
   return unary("gelu",

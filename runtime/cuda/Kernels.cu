@@ -289,6 +289,34 @@ __global__ void normRowKernel(const T *x, const T *weight, const T *bias,
   }
 }
 
+// SwiGLU: silu(gate) * up in f32, rounded once (the CPU kernel's
+// expression). 16-byte loads when both operands and the result share a
+// 2- or 4-byte float dtype and whole vectors; else one element per step.
+__global__ void swigluKernel(In gate, In up, Out y, int64_t count) {
+  for (int64_t e = globalThread(); e < count; e += gridThreads()) {
+    float g = load(gate, e);
+    store(y, e, (g / (1.0f + expf(-g))) * load(up, e));
+  }
+}
+
+template <typename T>
+__global__ void swigluVecKernel(const T *gate, const T *up, T *y,
+                                int64_t vectors) {
+  constexpr int V = Vec<T>::n;
+  const uint4 *gv = reinterpret_cast<const uint4 *>(gate);
+  const uint4 *uv = reinterpret_cast<const uint4 *>(up);
+  uint4 *yv = reinterpret_cast<uint4 *>(y);
+  for (int64_t i = globalThread(); i < vectors; i += gridThreads()) {
+    float g[V], u[V], out[V];
+    unpack<T>(gv[i], g);
+    unpack<T>(uv[i], u);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      out[j] = (g[j] / (1.0f + expf(-g[j]))) * u[j];
+    yv[i] = pack<T>(out);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Rope (Hugging Face rotate_half): one thread per (token, head, pair)
 //===----------------------------------------------------------------------===//
@@ -848,6 +876,44 @@ cudaError_t launchBinary(bool mul, In lhs, In rhs, Out out, int64_t count,
     return cudaSuccess;
   binaryKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(
       mul, lhs, rhs, out, count, mode, rhsCount, rank, shape, rhsStride);
+  return cudaGetLastError();
+}
+
+namespace {
+template <typename T>
+bool launchSwigluVec(In gate, In up, Out y, int64_t count,
+                     cudaStream_t stream) {
+  constexpr int V = Vec<T>::n;
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (count % V != 0 || !aligned(gate.data) || !aligned(up.data) ||
+      !aligned(y.data))
+    return false;
+  const int64_t vectors = count / V;
+  swigluVecKernel<T><<<gridFor(vectors, kThreads), kThreads, 0, stream>>>(
+      static_cast<const T *>(gate.data), static_cast<const T *>(up.data),
+      static_cast<T *>(y.data), vectors);
+  return true;
+}
+} // namespace
+
+cudaError_t launchSwiglu(In gate, In up, Out y, int64_t count,
+                         cudaStream_t stream) {
+  if (count == 0)
+    return cudaSuccess;
+  bool vec = false;
+  if (gate.dt == up.dt && y.dt == gate.dt) {
+    if (gate.dt == Dt::F32)
+      vec = launchSwigluVec<float>(gate, up, y, count, stream);
+    else if (gate.dt == Dt::F16)
+      vec = launchSwigluVec<__half>(gate, up, y, count, stream);
+    else if (gate.dt == Dt::BF16)
+      vec = launchSwigluVec<__nv_bfloat16>(gate, up, y, count, stream);
+  }
+  if (!vec)
+    swigluKernel<<<gridFor(count, kThreads), kThreads, 0, stream>>>(gate, up,
+                                                                    y, count);
   return cudaGetLastError();
 }
 

@@ -53,6 +53,9 @@ struct TensorRef {
 Status binary(BinaryKind kind, const TensorRef &lhs, const TensorRef &rhs,
               const TensorRef &out, cudaStream_t stream);
 Status silu(const TensorRef &x, const TensorRef &y, cudaStream_t stream);
+/// y = silu(gate) * up, same shapes (no broadcast); y may alias either.
+Status swiglu(const TensorRef &gate, const TensorRef &up, const TensorRef &y,
+              cudaStream_t stream);
 Status gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
             cudaStream_t stream);
 

@@ -921,3 +921,12 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %e = braid.event_record {braid.stream = 0 : i64}
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// swiglu does not broadcast: gate, up and the result share one type.
+func.func @swiglu_shapes(%g: tensor<4x8xf32>, %u: tensor<8xf32>) {
+  // expected-error@+1 {{'braid.swiglu' op requires the same type for all operands and results}}
+  %y = "braid.swiglu"(%g, %u) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}

@@ -47,6 +47,8 @@ func.func @compute(%x: tensor<2x16x512xbf16>, %w: tensor<128x512xbf16>, %n: tens
   %7 = braid.rope %6, %pos {theta = 5.0e5 : f64} : (tensor<2x16x8x64xbf16>, tensor<2x16xi32>) -> tensor<2x16x8x64xbf16>
   // CHECK: braid.silu %{{.*}} : tensor<2x16x128xbf16>
   %8 = braid.silu %0 : tensor<2x16x128xbf16>
+  // CHECK: braid.swiglu %{{.*}}, %{{.*}} : tensor<2x16x128xbf16>
+  %sw = braid.swiglu %0, %8 : tensor<2x16x128xbf16>
   // CHECK: braid.gelu tanh %{{.*}} : tensor<2x16x128xbf16>
   %9 = braid.gelu tanh %8 : tensor<2x16x128xbf16>
   // CHECK: braid.gelu none %{{.*}} : tensor<2x16x128xbf16>

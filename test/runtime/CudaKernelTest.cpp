@@ -277,6 +277,25 @@ TEST_P(CudaKernels, SiluAndGelu) {
               "gelu tanh");
 }
 
+// swiglu against the CPU kernel: 16-byte vectors (3 x 1032 elements) and
+// the per-element kernel (3 x 1031: not whole vectors), and in place.
+TEST_P(CudaKernels, Swiglu) {
+  DType dt = GetParam();
+  for (int64_t n : {1032, 1031}) {
+    HostTensor g = randomTensor(dt, {3, n}, -8, 8, 23);
+    HostTensor u = randomTensor(dt, {3, n}, -2, 2, 24);
+    cu::TensorRef dg = upload(g), du = upload(u);
+    cu::TensorRef y = alloc(dt, g.shape);
+    ASSERT_OK(cu::swiglu(dg, du, y, stream()));
+    auto want = cpu::swiglu(asF(g), asF(u));
+    ASSERT_TRUE(want);
+    std::string what = "swiglu [3, " + std::to_string(n) + "]";
+    expectClose(download(y), stored(dt, *want), what);
+    ASSERT_OK(cu::swiglu(dg, du, dg, stream()));
+    expectClose(download(dg), stored(dt, *want), what + " in place");
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Norms
 //===----------------------------------------------------------------------===//

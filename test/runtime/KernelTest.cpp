@@ -87,6 +87,23 @@ TEST(ElementwiseKernel, SiluAndGelu) {
              {0.8411920f, -0.1588080f, 0.3457140f});
 }
 
+// swiglu is the pair silu, mul, bit for bit in f32 (one expression, the
+// same operations in the same order), and refuses to broadcast.
+TEST(ElementwiseKernel, SwigluIsSiluTimesUpExactly) {
+  FTensor g{{2, 3}, {1.0f, -2.0f, 0.5f, 7.25f, -0.125f, 30.0f}};
+  FTensor u{{2, 3}, {0.3f, 4.0f, -1.5f, 1e-3f, 2.0f, -0.75f}};
+  auto pair = binary(BinaryKind::Mul, silu(g), u);
+  auto fused = swiglu(g, u);
+  ASSERT_TRUE(pair && fused);
+  EXPECT_EQ(fused->shape, g.shape);
+  for (size_t i = 0; i < g.data.size(); ++i)
+    EXPECT_EQ(fused->data[i], pair->data[i]) << "element " << i;
+  auto bad = swiglu(g, FTensor{{3}, {1, 2, 3}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("does not broadcast"),
+            std::string::npos);
+}
+
 TEST(NormKernel, RmsNorm) {
   // mean(x^2) = 7.5, + eps 0.5 = 8: y = x / sqrt(8) * w.
   auto y =

@@ -289,6 +289,28 @@ TEST(PlanLoader, RejectsTensorShapeDisagreeingWithParameter) {
   EXPECT_CONTAINS(loadError(pb), "parameter tensor 2 is [4, 8]");
 }
 
+TEST(PlanLoader, RejectsSwigluOperandsOfTwoShapesOrTypes) {
+  auto build = [](Shape up, DType upType) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int g = f.input("g", {2, 8});
+    int u = f.input("u", up, upType);
+    int y = f.tensor({2, 8});
+    f.op(OpCode::Swiglu, {g, u}, {y});
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder good = build({2, 8}, DType::F32);
+  EXPECT_TRUE(loadPlan(good.finish()));
+  PlanBuilder broadcast = build({8}, DType::F32);
+  EXPECT_CONTAINS(loadError(broadcast),
+                  "operand 1 shape [8] should be [2, 8] (swiglu does not "
+                  "broadcast)");
+  PlanBuilder mixed = build({2, 8}, DType::BF16);
+  EXPECT_CONTAINS(loadError(mixed), "operand 1 (tensor 1) is bf16 but "
+                                    "operand 0 (tensor 0) is f32");
+}
+
 TEST(PlanLoader, RejectsWrongArity) {
   PlanBuilder pb = goodPlan();
   pb.plan().functions[0]->ops[1]->operands.push_back(1);

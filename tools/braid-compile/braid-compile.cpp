@@ -43,6 +43,12 @@ static cl::opt<bool> fuseCollectives(
              "all_reduce(a) + all_reduce(b) into all_reduce(a + b) (parallel "
              "attention/MLP blocks); reassociates sums, so off by default"),
     cl::cat(compileCategory));
+static cl::opt<bool> fuseCompute(
+    "fuse-compute",
+    cl::desc("Run braid-fuse-compute in the default pipeline (silu(gate) * "
+             "up as one swiglu op); on by default, --fuse-compute=false "
+             "keeps the ops apart"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> combineCollectiveBytes(
     "combine-collectives",
     cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
@@ -119,6 +125,7 @@ int main(int argc, char **argv) {
   if (passPipeline.empty()) {
     braid::PipelineOptions pipeline;
     pipeline.fuseCollectives = fuseCollectives;
+    pipeline.fuseCompute = fuseCompute;
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;
