@@ -1,4 +1,5 @@
-//===- CudaBench.cpp - GPU benchmarks of one plan, side by side ------------===//
+//===- CudaBench.cpp - GPU benchmarks of one plan, side by side
+//------------===//
 //
 // braid-cuda-bench PLAN.bplan [--iters N] [--warmup W] [--position P]
 //                  [--gemm-algos K] [--torch FILE.json] [--smoke]
@@ -11,7 +12,8 @@
 //      CUDA events), eager and graph;
 //   3. every distinct GEMM of the plan: the executor's cuBLASLt algorithm
 //      (heuristic choice) vs the fastest of cuBLASLt's top K candidates;
-//   4. memory-bound ops (rms_norm, layer_norm, attention): bytes moved
+//   4. memory-bound ops (rms_norm, add_rms_norm, swiglu, layer_norm,
+//      attention): bytes moved
 //      (minimum, as Kernels.cu counts them) over measured time, against
 //      the HBM peak (device attributes) and a measured device-to-device
 //      copy;
@@ -386,6 +388,10 @@ int64_t minimumBytes(const plan::Function &f, const plan::Op &op,
   auto result = [&](unsigned i) { return bytesOf(f, op.results()->Get(i)); };
   switch (code) {
   case plan::OpCode::RmsNorm:
+    return operand(0) + operand(1) + result(0);
+  case plan::OpCode::AddRmsNorm:
+    return operand(0) + operand(1) + operand(2) + result(0) + result(1);
+  case plan::OpCode::Swiglu:
     return operand(0) + operand(1) + result(0);
   case plan::OpCode::LayerNorm:
     return operand(0) + operand(1) + operand(2) + result(0);

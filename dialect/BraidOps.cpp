@@ -393,6 +393,16 @@ LogicalResult RmsNormOp::verify() {
                    getEpsilon().convertToDouble());
 }
 
+LogicalResult AddRmsNormOp::verify() {
+  RankedTensorType x = tensorType(getInput());
+  if (tensorType(getResidual()) != x || tensorType(getSum()) != x)
+    return emitOpError("input, residual and sum must have one type, got ")
+           << x << ", " << getResidual().getType() << " and "
+           << getSum().getType();
+  return checkNorm(getLoc(), "add_rms_norm", x, {tensorType(getWeight())},
+                   tensorType(getResult()), getEpsilon().convertToDouble());
+}
+
 LogicalResult LayerNormOp::verify() {
   return checkNorm(getLoc(), "layer_norm", tensorType(getInput()),
                    {tensorType(getWeight()), tensorType(getBias())},

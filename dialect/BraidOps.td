@@ -174,6 +174,29 @@ def Braid_RmsNormOp : Braid_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Braid_AddRmsNormOp : Braid_Op<"add_rms_norm", [Pure]> {
+  let summary = "Residual add and RMSNorm of the sum, one op with both results";
+  let description = [{
+    `sum = input + residual` (one type, no broadcasting), rounded to the
+    storage type, and `result = rms_norm(sum, weight)` read from that
+    rounded sum: exactly `braid.add` then `braid.rms_norm`, in every dtype,
+    as one op that reads the row once (vLLM's and TensorRT-LLM's
+    `fused_add_rms_norm`). `braid-fuse-compute` forms it from the pair; the
+    sum goes on as the residual stream.
+
+    ```mlir
+    %s, %y = braid.add_rms_norm %x, %r, %w {epsilon = 1.0e-05 : f64}
+        : (tensor<1x1x4096xbf16>, tensor<1x1x4096xbf16>, tensor<4096xbf16>)
+        -> (tensor<1x1x4096xbf16>, tensor<1x1x4096xbf16>)
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_FloatTensor:$residual,
+                       Braid_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Braid_FloatTensor:$sum, Braid_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $residual `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Braid_LayerNormOp : Braid_Op<"layer_norm", [Pure]> {
   let summary = "LayerNorm over the last dimension";
   let description = [{

@@ -1,7 +1,8 @@
 //===- FuseCompute.cpp - braid-fuse-compute -------------------------------===//
 //
-// Compute patterns the runtimes run as one op (see Passes.td): today
-// silu(gate) * up -> swiglu(gate, up).
+// Compute patterns the runtimes run as one op (see Passes.td):
+// silu(gate) * up -> swiglu(gate, up); rms_norm(x + r) -> add_rms_norm,
+// which also returns the sum.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -42,6 +43,43 @@ struct BraidFuseComputePass
     getOperation().walk([&](MulOp op) { muls.push_back(op); });
     for (MulOp mul : muls)
       fuseSwiglu(mul);
+    SmallVector<RmsNormOp> norms;
+    getOperation().walk([&](RmsNormOp op) { norms.push_back(op); });
+    for (RmsNormOp norm : norms)
+      fuseAddRmsNorm(norm);
+  }
+
+  /// rms_norm(x + r): the sum may have other readers (the residual stream
+  /// goes on); they read the fused op's sum. The fused op takes the norm's
+  /// place when no other reader of the sum comes before it, else the add's
+  /// place when the weight is already defined there; otherwise nothing.
+  void fuseAddRmsNorm(RmsNormOp norm) {
+    auto add = norm.getInput().getDefiningOp<AddOp>();
+    if (!add || hasDiscardableAttrs(add) || hasDiscardableAttrs(norm))
+      return;
+    Type type = add.getType();
+    if (add.getLhs().getType() != type || add.getRhs().getType() != type ||
+        norm.getType() != type || add->getBlock() != norm->getBlock())
+      return;
+    Operation *at = norm;
+    for (Operation *user : add->getUsers())
+      if (user != norm &&
+          (user->getBlock() != norm->getBlock() || user->isBeforeInBlock(norm)))
+        at = add;
+    if (at == add.getOperation()) {
+      Operation *weight = norm.getWeight().getDefiningOp();
+      if (weight && (weight->getBlock() != add->getBlock() ||
+                     !weight->isBeforeInBlock(add)))
+        return;
+    }
+    OpBuilder b(at);
+    auto fused = AddRmsNormOp::create(b, norm.getLoc(), type, type,
+                                      add.getLhs(), add.getRhs(),
+                                      norm.getWeight(), norm.getEpsilonAttr());
+    norm.replaceAllUsesWith(fused.getResult());
+    add.replaceAllUsesWith(fused.getSum());
+    norm.erase();
+    add.erase();
   }
 
   void fuseSwiglu(MulOp mul) {

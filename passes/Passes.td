@@ -27,7 +27,7 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
 }
 
 def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
-  let summary = "Fuse compute ops into fewer, larger ones (SwiGLU)";
+  let summary = "Fuse compute ops into fewer, larger ones (SwiGLU, add + RMSNorm)";
   let description = [{
     Every op of a step is a kernel launch and a round trip of its result
     through memory. This pass replaces patterns the runtimes have one kernel
@@ -36,6 +36,13 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
     - `braid.mul(braid.silu(%g), %u)` (either operand order) becomes
       `braid.swiglu %g, %u`: LLaMA's, Mistral's and Qwen2's MLP. One launch
       instead of two, and the silu result is never written.
+    - `braid.rms_norm(braid.add(%x, %r), %w)` becomes
+      `braid.add_rms_norm %x, %r, %w`, whose first result is the sum (the
+      residual stream, read on by the next layer) and second the norm: one
+      launch that reads the row once. The sum's other readers read the
+      fused op's sum; it takes the norm's place, or the add's when another
+      reader of the sum comes first (and the weight is defined before the
+      add; otherwise the pair stays).
 
     Before:
     ```mlir
@@ -50,10 +57,12 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
     Refused (left as they are): a silu result read by anything else (or
     returned), a mul that broadcasts or whose operand and result types
     differ, and ops that carry schedule attributes (a stream, events, a
-    buffer: the pass runs before scheduling and memory planning). In f32
-    the fused op is bit for bit the pair; in bf16 and f16 it rounds once
-    where the pair rounds twice (test/run/fuse-compute.test checks both
-    against the unfused plan, and against transformers).
+    buffer: the pass runs before scheduling and memory planning), and an
+    add that broadcasts. swiglu is bit for bit the pair in f32 and rounds
+    once where the pair rounds twice in bf16 and f16; add_rms_norm is the
+    pair exactly in every dtype (the norm reads the rounded sum).
+    test/run/fuse-compute.test checks both against the unfused plan and
+    against transformers.
   }];
 }
 

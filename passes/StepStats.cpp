@@ -160,11 +160,13 @@ llvm::Expected<StepStats> mlir::braid::computeStepStats(func::FuncOp func) {
           add(st.otherFlops, numElements(o->getResult(0).getType()),
               "other FLOPs");
         })
-        .Case<RmsNormOp, LayerNormOp, RopeOp, SoftmaxOp>([&](Operation *o) {
-          add(st.otherFlops,
-              ::braid::checkedMul(4, numElements(o->getResult(0).getType())),
-              "other FLOPs");
-        })
+        .Case<RmsNormOp, AddRmsNormOp, LayerNormOp, RopeOp, SoftmaxOp>(
+            [&](Operation *o) {
+              add(st.otherFlops,
+                  ::braid::checkedMul(4,
+                                      numElements(o->getResult(0).getType())),
+                  "other FLOPs");
+            })
         .Case([&](CollectiveOpInterface c) {
           // Under its kind's name: an async start counts as its sync form.
           StringRef name = stringifyCollectiveKind(c.getCollectiveKind());

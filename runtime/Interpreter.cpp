@@ -370,6 +370,15 @@ Status OpRunner::compute(const plan::Op &op) {
     return storeF(result(0), silu(loadF(operand(0))));
   case OpCode::Swiglu:
     return store(result(0), swiglu(loadF(operand(0)), loadF(operand(1))));
+  case OpCode::AddRmsNorm: {
+    // The pair exactly: the sum is stored (rounded to its dtype), then the
+    // norm reads it back.
+    BRAID_RETURN_IF_ERROR(
+        store(result(0),
+              binary(BinaryKind::Add, loadF(operand(0)), loadF(operand(1)))));
+    return store(result(1),
+                 rmsNorm(loadF(result(0)), loadF(operand(2)), op.epsilon()));
+  }
   case OpCode::Gelu:
     return storeF(result(0),
                   gelu(loadF(operand(0)),

@@ -53,6 +53,7 @@ const char *braid::rt::opcodeName(OpCode op) {
     CASE(Attention, "attention")
     CASE(Silu, "silu")
     CASE(Swiglu, "swiglu")
+    CASE(AddRmsNorm, "add_rms_norm")
     CASE(Gelu, "gelu")
     CASE(Embedding, "embedding")
     CASE(Softmax, "softmax")
@@ -164,6 +165,8 @@ Arity arityOf(OpCode op) {
     return {2, 1, false, false};
   case OpCode::LayerNorm:
     return {3, 1, false, false};
+  case OpCode::AddRmsNorm:
+    return {3, 2, false, false};
   case OpCode::Attention:
     return {3, 1, false, false}; // or 6 -> 3, handled by the caller
   case OpCode::Silu:
@@ -399,6 +402,21 @@ private:
     if (op.group() >= 0 && op.group() < numGroups())
       n = plan_.groups()->Get(unsigned(op.group()))->size();
     switch (code) {
+    case OpCode::AddRmsNorm: {
+      Shape x = in(0);
+      if (in(1) != x)
+        return errorf(where, "residual shape ", formatShape(in(1)),
+                      " should be ", formatShape(x),
+                      " (add_rms_norm does not broadcast)");
+      if (x.empty() || in(2) != Shape{x.back()})
+        return errorf(where, "weight shape ", formatShape(in(2)),
+                      " should be [", x.empty() ? 0 : x.back(), "]");
+      if (out(0) != x)
+        return mismatch(out(0), x);
+      if (out(1) != x)
+        return mismatch(out(1), x);
+      break;
+    }
     case OpCode::Swiglu:
       if (in(1) != in(0))
         return errorf(where, "operand 1 shape ", formatShape(in(1)),
@@ -633,6 +651,15 @@ private:
       BRAID_RETURN_IF_ERROR(
           needSame("operand 1", operand(1), "operand 0", operand(0)));
       return needSame("the result", result(0), "operand 0", operand(0));
+    case OpCode::AddRmsNorm:
+      BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));
+      BRAID_RETURN_IF_ERROR(
+          needSame("the residual", operand(1), "the input", operand(0)));
+      BRAID_RETURN_IF_ERROR(
+          needSame("the weight", operand(2), "the input", operand(0)));
+      BRAID_RETURN_IF_ERROR(
+          needSame("the sum", result(0), "the input", operand(0)));
+      return needSame("the result", result(1), "the input", operand(0));
     case OpCode::RmsNorm:
     case OpCode::LayerNorm:
       BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));

@@ -72,6 +72,7 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     break;
   case OpCode::RmsNorm:
   case OpCode::LayerNorm:
+  case OpCode::AddRmsNorm:
     add("epsilon") << op.epsilon();
     break;
   case OpCode::Rope:

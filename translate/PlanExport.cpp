@@ -489,6 +489,11 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->epsilon = m.getEpsilon().convertToDouble();
               return success();
             })
+            .Case([&](AddRmsNormOp m) {
+              o->opcode = plan::OpCode::AddRmsNorm;
+              o->epsilon = m.getEpsilon().convertToDouble();
+              return success();
+            })
             .Case([&](LayerNormOp m) {
               o->opcode = plan::OpCode::LayerNorm;
               o->epsilon = m.getEpsilon().convertToDouble();

@@ -63,6 +63,10 @@ cudaError_t launchSwiglu(In gate, In up, Out y, int64_t count,
                          cudaStream_t stream);
 cudaError_t launchRmsNorm(In x, In weight, Out y, int64_t rows, int64_t h,
                           float epsilon, cudaStream_t stream);
+/// sum = x + residual (stored), y = rms_norm(sum as stored).
+cudaError_t launchAddRmsNorm(In x, In residual, In weight, Out sum, Out y,
+                             int64_t rows, int64_t h, float epsilon,
+                             cudaStream_t stream);
 cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,
                             int64_t h, float epsilon, cudaStream_t stream);
 /// rotaryDim 0: the whole head.

@@ -719,6 +719,9 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
                   operand(0), operand(1), result(0), stream);
   case OpCode::RmsNorm:
     return rmsNorm(operand(0), operand(1), result(0), op.epsilon(), stream);
+  case OpCode::AddRmsNorm:
+    return addRmsNorm(operand(0), operand(1), operand(2), result(0), result(1),
+                      op.epsilon(), stream);
   case OpCode::LayerNorm:
     return layerNorm(operand(0), operand(1), operand(2), result(0),
                      op.epsilon(), stream);

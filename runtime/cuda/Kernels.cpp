@@ -207,6 +207,29 @@ Status cuda::rmsNorm(const TensorRef &x, const TensorRef &weight,
   return Status::ok();
 }
 
+Status cuda::addRmsNorm(const TensorRef &x, const TensorRef &residual,
+                        const TensorRef &weight, const TensorRef &sum,
+                        const TensorRef &y, double epsilon,
+                        cudaStream_t stream) {
+  if (residual.shape != x.shape)
+    return errorf("add_rms_norm: residual ", formatShape(residual.shape),
+                  " differs from the input ", formatShape(x.shape));
+  BRAID_RETURN_IF_ERROR(
+      cpu::checkNormParam("add_rms_norm", "weight", x.shape, weight.shape));
+  BRAID_RETURN_IF_ERROR(checkResult("add_rms_norm", sum, x.shape));
+  BRAID_RETURN_IF_ERROR(checkResult("add_rms_norm", y, x.shape));
+  BRAID_RETURN_IF_ERROR(checkData("add_rms_norm", "input", x));
+  BRAID_RETURN_IF_ERROR(checkData("add_rms_norm", "residual", residual));
+  BRAID_RETURN_IF_ERROR(checkData("add_rms_norm", "weight", weight));
+  BRAID_RETURN_IF_ERROR(checkData("add_rms_norm", "sum", sum));
+  BRAID_RETURN_IF_ERROR(checkData("add_rms_norm", "result", y));
+  int64_t h = x.shape.back(), rows = numElements(x.shape) / h;
+  BRAID_CUDA_CHECK(detail::launchAddRmsNorm(in(x), in(residual), in(weight),
+                                            out(sum), out(y), rows, h,
+                                            float(epsilon), stream));
+  return Status::ok();
+}
+
 Status cuda::layerNorm(const TensorRef &x, const TensorRef &weight,
                        const TensorRef &bias, const TensorRef &y,
                        double epsilon, cudaStream_t stream) {

@@ -15,8 +15,10 @@
 // memory-bound; their arithmetic intensity is a few flops per byte.
 //   add/mul:     N (sz_lhs + sz_out) + rhs reads (cached when broadcast)
 //   silu/gelu:   N (sz_x + sz_y)
-//   rms_norm:    rows*H (2 sz_x + sz_y) + H sz_w per block (second read of a
-//                row is usually an L1/L2 hit: then rows*H (sz_x + sz_y))
+//   rms_norm:    rows*H (sz_x + sz_y) + H sz_w per block (the row kept in
+//                registers; the per-element fallback reads it twice)
+//   add_rms_norm: rows*H (2 sz_x + 2 sz_y) + H sz_w per block
+//   swiglu:      N (2 sz_x + sz_y)
 //   layer_norm:  as rms_norm with three passes over x and bias reads
 //   rope:        N (sz_x + sz_y) + B*S position reads
 //   softmax:     N (3 sz_x + sz_y) at most (three passes; rows cached)
@@ -228,9 +230,13 @@ template <typename T> __device__ __forceinline__ uint4 pack(const float *f) {
   return v;
 }
 
+/// With `residual` (add_rms_norm): the row is x + residual, stored to
+/// `sumOut` rounded to T, and normalized from that rounded sum, as the
+/// add and rms_norm pair would.
 template <typename T, int kMaxVec, bool Layer>
-__global__ void normRowKernel(const T *x, const T *weight, const T *bias,
-                              T *y, int64_t rows, int64_t h, float epsilon) {
+__global__ void normRowKernel(const T *x, const T *weight, const T *bias, T *y,
+                              int64_t rows, int64_t h, float epsilon,
+                              const T *residual, T *sumOut) {
   constexpr int V = Vec<T>::n;
   __shared__ float scratch[32];
   const int64_t nvec = h / V;
@@ -247,6 +253,16 @@ __global__ void normRowKernel(const T *x, const T *weight, const T *bias,
       const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
       if (i < nvec) {
         unpack<T>(xv[i], v[k]);
+        if (residual) {
+          float add[V];
+          unpack<T>(reinterpret_cast<const uint4 *>(residual + r * h)[i], add);
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+            v[k][j] += add[j];
+          const uint4 stored = pack<T>(v[k]);
+          reinterpret_cast<uint4 *>(sumOut + r * h)[i] = stored;
+          unpack<T>(stored, v[k]);
+        }
         w[k] = __ldg(wv + i);
         if (Layer)
           b[k] = __ldg(bv + i);
@@ -940,14 +956,16 @@ namespace {
 /// Launches normRowKernel when the operands allow it (see there); false
 /// when they do not, and the caller runs the per-element kernel.
 template <typename T, bool Layer>
-bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows,
-                      int64_t h, float epsilon, cudaStream_t stream) {
+bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
+                      float epsilon, cudaStream_t stream, In residual,
+                      Out sum) {
   constexpr int V = Vec<T>::n;
   auto aligned = [](const void *p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
   };
   if (h % V != 0 || !aligned(x.data) || !aligned(weight.data) ||
-      !aligned(y.data) || (Layer && !aligned(bias.data)))
+      !aligned(y.data) || (Layer && !aligned(bias.data)) ||
+      !aligned(residual.data) || !aligned(sum.data))
     return false;
   const int64_t nvec = h / V;
   const unsigned grid = gridFor(rows, 1);
@@ -971,7 +989,8 @@ bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows,
     kernel<<<grid, unsigned(threads), 0, stream>>>(
         static_cast<const T *>(x.data), static_cast<const T *>(weight.data),
         static_cast<const T *>(Layer ? bias.data : nullptr),
-        static_cast<T *>(y.data), rows, h, epsilon);
+        static_cast<T *>(y.data), rows, h, epsilon,
+        static_cast<const T *>(residual.data), static_cast<T *>(sum.data));
     return true;
   };
   return go(normRowKernel<T, 1, Layer>, 1) ||
@@ -979,21 +998,25 @@ bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows,
          go(normRowKernel<T, 4, Layer>, 4);
 }
 
+/// `residual` and `sum` (data null: none) make it add_rms_norm.
 template <bool Layer>
 bool launchNormRows(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
-                    float epsilon, cudaStream_t stream) {
-  if (weight.dt != x.dt || y.dt != x.dt || (Layer && bias.dt != x.dt))
+                    float epsilon, cudaStream_t stream,
+                    In residual = {nullptr, Dt::F32},
+                    Out sum = {nullptr, Dt::F32}) {
+  if (weight.dt != x.dt || y.dt != x.dt || (Layer && bias.dt != x.dt) ||
+      (residual.data && (residual.dt != x.dt || sum.dt != x.dt)))
     return false;
   switch (x.dt) {
   case Dt::F32:
-    return launchNormRowsAs<float, Layer>(x, weight, bias, y, rows, h,
-                                          epsilon, stream);
+    return launchNormRowsAs<float, Layer>(x, weight, bias, y, rows, h, epsilon,
+                                          stream, residual, sum);
   case Dt::F16:
-    return launchNormRowsAs<__half, Layer>(x, weight, bias, y, rows, h,
-                                           epsilon, stream);
+    return launchNormRowsAs<__half, Layer>(x, weight, bias, y, rows, h, epsilon,
+                                           stream, residual, sum);
   case Dt::BF16:
-    return launchNormRowsAs<__nv_bfloat16, Layer>(x, weight, bias, y, rows, h,
-                                                  epsilon, stream);
+    return launchNormRowsAs<__nv_bfloat16, Layer>(
+        x, weight, bias, y, rows, h, epsilon, stream, residual, sum);
   default:
     return false;
   }
@@ -1008,6 +1031,25 @@ cudaError_t launchRmsNorm(In x, In weight, Out y, int64_t rows, int64_t h,
     rmsNormKernel<<<gridFor(rows, 1), kThreads, 0, stream>>>(
         x, weight, y, rows, h, epsilon);
   return cudaGetLastError();
+}
+
+cudaError_t launchAddRmsNorm(In x, In residual, In weight, Out sum, Out y,
+                             int64_t rows, int64_t h, float epsilon,
+                             cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  if (launchNormRows<false>(x, weight, In{}, y, rows, h, epsilon, stream,
+                            residual, sum))
+    return cudaGetLastError();
+  // Not whole vectors (or mixed dtypes): the add, then the norm of the
+  // stored sum, as two kernels.
+  const int64_t count = rows * h;
+  cudaError_t e = launchBinary(false, x, residual, sum, count, Broadcast::Same,
+                               count, 0, Dims{}, Dims{}, stream);
+  if (e != cudaSuccess)
+    return e;
+  return launchRmsNorm(In{sum.data, sum.dt}, weight, y, rows, h, epsilon,
+                       stream);
 }
 
 cudaError_t launchLayerNorm(In x, In weight, In bias, Out y, int64_t rows,

@@ -62,6 +62,12 @@ Status gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
 // Norms over the last dim; weight and bias are [H].
 Status rmsNorm(const TensorRef &x, const TensorRef &weight, const TensorRef &y,
                double epsilon, cudaStream_t stream);
+/// sum = x + residual, y = rmsNorm(sum as stored): add then rms_norm in
+/// one launch (two when rows are not whole 16-byte vectors). sum may alias
+/// x or residual.
+Status addRmsNorm(const TensorRef &x, const TensorRef &residual,
+                  const TensorRef &weight, const TensorRef &sum,
+                  const TensorRef &y, double epsilon, cudaStream_t stream);
 Status layerNorm(const TensorRef &x, const TensorRef &weight,
                  const TensorRef &bias, const TensorRef &y, double epsilon,
                  cudaStream_t stream);

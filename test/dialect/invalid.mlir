@@ -930,3 +930,21 @@ func.func @swiglu_shapes(%g: tensor<4x8xf32>, %u: tensor<8xf32>) {
   %y = "braid.swiglu"(%g, %u) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+// add_rms_norm does not broadcast the residual.
+func.func @add_rms_norm_residual(%x: tensor<4x8xf32>, %r: tensor<8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+1 {{'braid.add_rms_norm' op input, residual and sum must have one type, got 'tensor<4x8xf32>', 'tensor<8xf32>' and 'tensor<4x8xf32>'}}
+  %s, %y = braid.add_rms_norm %x, %r, %w {epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+// The norm's checks apply: the weight is [H].
+func.func @add_rms_norm_weight(%x: tensor<4x8xf32>, %r: tensor<4x8xf32>, %w: tensor<4xf32>) {
+  // expected-error@+1 {{add_rms_norm}}
+  %s, %y = braid.add_rms_norm %x, %r, %w {epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}

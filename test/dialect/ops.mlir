@@ -49,6 +49,9 @@ func.func @compute(%x: tensor<2x16x512xbf16>, %w: tensor<128x512xbf16>, %n: tens
   %8 = braid.silu %0 : tensor<2x16x128xbf16>
   // CHECK: braid.swiglu %{{.*}}, %{{.*}} : tensor<2x16x128xbf16>
   %sw = braid.swiglu %0, %8 : tensor<2x16x128xbf16>
+  // CHECK: %{{.*}}, %{{.*}} = braid.add_rms_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<128xbf16>) -> (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>)
+  %arw = braid.parameter "arn.weight" full [128] : tensor<128xbf16>
+  %ars, %arn = braid.add_rms_norm %0, %8, %arw {epsilon = 1.0e-05 : f64} : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<128xbf16>) -> (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>)
   // CHECK: braid.gelu tanh %{{.*}} : tensor<2x16x128xbf16>
   %9 = braid.gelu tanh %8 : tensor<2x16x128xbf16>
   // CHECK: braid.gelu none %{{.*}} : tensor<2x16x128xbf16>

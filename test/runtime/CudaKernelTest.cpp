@@ -321,6 +321,34 @@ TEST_P(CudaKernels, RmsNorm) {
     }
 }
 
+// add_rms_norm against the CPU's pair (the sum stored, then normalized
+// from the stored sum): vector rows, rows not whole vectors, in place.
+TEST_P(CudaKernels, AddRmsNorm) {
+  DType dt = GetParam();
+  uint32_t seed = 61;
+  for (Shape shape :
+       {Shape{1, 4096}, Shape{3, 1000}, Shape{2, 16384}, Shape{3, 7}}) {
+    std::string what = "add_rms_norm " + formatShape(shape);
+    HostTensor x = randomTensor(dt, shape, -3, 3, seed++);
+    HostTensor r = randomTensor(dt, shape, -3, 3, seed++);
+    HostTensor w = randomTensor(dt, {shape.back()}, 0.5f, 1.5f, seed++);
+    cu::TensorRef dx = upload(x);
+    cu::TensorRef sum = alloc(dt, shape), y = alloc(dt, shape);
+    ASSERT_OK(cu::addRmsNorm(dx, upload(r), upload(w), sum, y, 1e-5, stream()));
+    auto wantSum = cpu::binary(BinaryKind::Add, asF(x), asF(r));
+    ASSERT_TRUE(wantSum);
+    HostTensor storedSum = stored(dt, *wantSum);
+    auto want = cpu::rmsNorm(asF(storedSum), asF(w), 1e-5);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(sum), storedSum, what + " sum");
+    expectClose(download(y), stored(dt, *want), what);
+    // The sum written over the input.
+    ASSERT_OK(cu::addRmsNorm(dx, upload(r), upload(w), dx, y, 1e-5, stream()));
+    expectClose(download(dx), storedSum, what + " sum in place");
+    expectClose(download(y), stored(dt, *want), what + " in place");
+  }
+}
+
 TEST_P(CudaKernels, LayerNorm) {
   DType dt = GetParam();
   uint32_t seed = 41;

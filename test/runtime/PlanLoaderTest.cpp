@@ -311,6 +311,29 @@ TEST(PlanLoader, RejectsSwigluOperandsOfTwoShapesOrTypes) {
                                     "operand 0 (tensor 0) is f32");
 }
 
+TEST(PlanLoader, RejectsAddRmsNormOfWrongShapesOrTypes) {
+  auto build = [](Shape residual, Shape weight, DType residualType) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8});
+    int r = f.input("r", residual, residualType);
+    int w = f.input("w", weight);
+    int s = f.tensor({2, 8}), y = f.tensor({2, 8});
+    f.op(OpCode::AddRmsNorm, {x, r, w}, {s, y}).epsilon = 1e-5;
+    f.output("s", s);
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder good = build({2, 8}, {8}, DType::F32);
+  EXPECT_TRUE(loadPlan(good.finish()));
+  PlanBuilder broadcast = build({8}, {8}, DType::F32);
+  EXPECT_CONTAINS(loadError(broadcast), "residual shape [8] should be [2, 8]");
+  PlanBuilder weight = build({2, 8}, {2, 8}, DType::F32);
+  EXPECT_CONTAINS(loadError(weight), "weight shape [2, 8] should be [8]");
+  PlanBuilder mixed = build({2, 8}, {8}, DType::BF16);
+  EXPECT_CONTAINS(loadError(mixed), "the residual (tensor 1) is bf16");
+}
+
 TEST(PlanLoader, RejectsWrongArity) {
   PlanBuilder pb = goodPlan();
   pb.plan().functions[0]->ops[1]->operands.push_back(1);
