@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -156,11 +157,12 @@ private:
                     byteSize(t));
     return ByteTensor{shapeOf(t), dtypeSize(tensor(t).dtype()), got.take()};
   }
-  /// Ops [first, end) issued as one group (P2PGroups.h): every send posted,
-  /// then every receive taken, then every send waited for. Sync sends and
-  /// receives only; a group's async starts run one by one (a start never
-  /// blocks: send_start posts, recv_start receives at its wait).
-  Status runP2PGroup(unsigned first, unsigned end);
+  /// Ops [first, end) issued as one group (P2PGroups.h): every send and
+  /// send_start posted, then every receive taken (a recv_start posted),
+  /// then every send waited for. `start(oi)` issues a start the mode's way
+  /// (it never blocks).
+  Status runP2PGroup(unsigned first, unsigned end,
+                     const std::function<Status(unsigned)> &start);
   /// `st` prefixed with the rank, function and op `oi`.
   Status opError(unsigned oi, const Status &st) const;
   void recordTime(unsigned oi, std::chrono::steady_clock::time_point stepStart,
@@ -198,25 +200,33 @@ void OpRunner::recordTime(unsigned oi,
   in_.profile_.push_back(std::move(t));
 }
 
-Status OpRunner::runP2PGroup(unsigned first, unsigned end) {
+Status OpRunner::runP2PGroup(unsigned first, unsigned end,
+                             const std::function<Status(unsigned)> &start) {
+  // Every send first (in plan order: the channel's order), then every
+  // receive, then the sends' completions: a group never waits for itself.
   std::vector<std::pair<Communicator::Channel, uint64_t>> posted;
   for (unsigned oi = first; oi < end; ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
-    if (op.opcode() != OpCode::Send)
-      continue;
-    auto ticket =
-        in_.comm_.postSend(channelOf(op), loadB(op.operands()->Get(0)).data);
-    if (!ticket)
-      return opError(oi, ticket.status());
-    posted.push_back({channelOf(op), *ticket});
+    if (op.opcode() == OpCode::SendStart) {
+      BRAID_RETURN_IF_ERROR(start(oi));
+    } else if (op.opcode() == OpCode::Send) {
+      auto ticket =
+          in_.comm_.postSend(channelOf(op), loadB(op.operands()->Get(0)).data);
+      if (!ticket)
+        return opError(oi, ticket.status());
+      posted.push_back({channelOf(op), *ticket});
+    }
   }
   for (unsigned oi = first; oi < end; ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
-    if (op.opcode() == OpCode::Send)
-      continue;
-    Status st = compute(op); // a receive, or a start (never blocks)
-    if (st && in_.options_.checkFinite && op.opcode() == OpCode::Recv)
-      st = checkFinite({op.results()->Get(0)}, op);
+    Status st = Status::ok();
+    if (op.opcode() == OpCode::RecvStart) {
+      st = start(oi);
+    } else if (op.opcode() == OpCode::Recv) {
+      st = compute(op);
+      if (st && in_.options_.checkFinite)
+        st = checkFinite({op.results()->Get(0)}, op);
+    }
     if (!st)
       return opError(oi, st);
   }
@@ -237,7 +247,8 @@ Status OpRunner::runOps() {
     if (groupEnds[oi] >= 0) {
       // The whole group now; its members' times are the group's.
       unsigned end = unsigned(groupEnds[oi]);
-      BRAID_RETURN_IF_ERROR(runP2PGroup(oi, end));
+      BRAID_RETURN_IF_ERROR(runP2PGroup(
+          oi, end, [&](unsigned k) { return compute(*f_.ops()->Get(k)); }));
       for (; oi < end; ++oi)
         recordTime(oi, stepStart, opStart);
       --oi;
@@ -777,15 +788,8 @@ Status OpRunner::Strict::execute(int oi) {
   const plan::Op &o = op(oi);
   if (ranInGroup_[size_t(oi)])
     return Status::ok();
-  if (groupEnds_[size_t(oi)] >= 0) {
-    // A group of sync sends and receives runs as one (its async starts
-    // never block, and run one by one).
-    bool sync = true;
-    for (int k = oi; k < groupEnds_[size_t(oi)]; ++k)
-      sync = sync && !isAsyncStartOpcode(op(k).opcode());
-    if (sync)
-      return executeGroup(oi, groupEnds_[size_t(oi)]);
-  }
+  if (groupEnds_[size_t(oi)] >= 0)
+    return executeGroup(oi, groupEnds_[size_t(oi)]);
   if (o.opcode() == OpCode::Wait)
     return runAsync(o.handle());
   if (isAsyncStartOpcode(o.opcode()))
@@ -821,6 +825,15 @@ Status OpRunner::Strict::start(int oi) {
     if (!ticket)
       return ticket.status();
     a.recvTicket = *ticket;
+  }
+  if (o.opcode() == OpCode::SendStart) {
+    // Posted now with the operand as it is; issueAsync checks it has not
+    // changed by then (hardware may read it any time until the wait).
+    auto ticket = r_.in_.comm_.postSend(r_.channelOf(o),
+                                        r_.loadB(o.operands()->Get(0)).data);
+    if (!ticket)
+      return ticket.status();
+    a.sendTicket = *ticket;
   }
   std::vector<Range> operands;
   if (o.operands() && o.operands()->size() > 0) {
@@ -874,17 +887,20 @@ Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
 
 Status OpRunner::Strict::executeGroup(int oi, int end) {
   BRAID_RETURN_IF_ERROR(runEarlier(op(oi), -1));
-  BRAID_RETURN_IF_ERROR(r_.runP2PGroup(unsigned(oi), unsigned(end)));
+  BRAID_RETURN_IF_ERROR(r_.runP2PGroup(
+      unsigned(oi), unsigned(end), [&](unsigned k) { return start(int(k)); }));
   for (int k = oi; k < end; ++k) {
     const plan::Op &m = op(k);
+    if (k > oi)
+      ranInGroup_[size_t(k)] = true;
+    if (isAsyncStartOpcode(m.opcode()))
+      continue; // start() kept its books
     if (m.results())
       for (int t : *m.results())
         written(t);
     if (m.operands())
       for (int t : *m.operands())
         read(t);
-    if (k > oi)
-      ranInGroup_[size_t(k)] = true;
   }
   return Status::ok();
 }
@@ -918,11 +934,12 @@ Status OpRunner::Strict::issueAsync(int h) {
         std::memset(&input->data[i], kPoison, elem);
   }
   if (o.opcode() == OpCode::SendStart) {
-    // Posted now, completed at its wait (runAsync).
-    auto ticket = r_.in_.comm_.postSend(r_.channelOf(o), input->data);
-    if (!ticket)
-      return errorf("send of op ", a.start, ": ", ticket.status().message());
-    a.sendTicket = *ticket;
+    // Posted at its start; completed at its wait (runAsync). Bytes changed
+    // since the start are undefined on hardware: an error here.
+    if (r_.loadB(o.operands()->Get(0)).data != a.input.data)
+      return errorf("send of op ", a.start,
+                    ": its operand changed between the start and the wait "
+                    "(the GPU may send either value)");
     if (o.operands())
       for (int t : *o.operands())
         read(t);

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace braid::rt {
@@ -88,6 +89,7 @@ public:
         const ThreadStarter &starter = startThread) {
     std::unique_ptr<RankThreads> t(new RankThreads(n));
     try {
+      t->threads_.reserve(n);
       for (size_t i = 1; i < n; ++i)
         t->threads_.push_back(starter([p = t.get(), i] { p->work(i); }));
     } catch (const std::exception &e) { // std::system_error, std::bad_alloc
@@ -125,12 +127,24 @@ public:
       }
       cv_.notify_all();
     }
-    body(0);
+    // A body that throws: the others still finish before `body` goes
+    // away, then the first exception is rethrown here.
+    std::exception_ptr failure;
+    try {
+      body(0);
+    } catch (...) {
+      failure = std::current_exception();
+    }
     if (n_ > 1) {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [&] { return pending_ == 0; });
       body_ = nullptr;
+      if (!failure)
+        failure = std::exchange(workerFailure_, nullptr);
+      workerFailure_ = nullptr;
     }
+    if (failure)
+      std::rethrow_exception(failure);
   }
 
 private:
@@ -155,9 +169,16 @@ private:
         seen = generation_.load();
         body = body_;
       }
-      (*body)(i);
+      std::exception_ptr failure;
+      try {
+        (*body)(i);
+      } catch (...) {
+        failure = std::current_exception();
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
+        if (failure && !workerFailure_)
+          workerFailure_ = failure;
         if (--pending_ == 0)
           done_.notify_all();
       }
@@ -169,6 +190,7 @@ private:
   std::condition_variable cv_, done_;
   const std::function<void(size_t)> *body_ = nullptr;
   size_t pending_ = 0;
+  std::exception_ptr workerFailure_; // the first a worker's body threw
   // Written under mu_ (for the condition variables), read by spinning
   // workers without it.
   std::atomic<uint64_t> generation_{0};

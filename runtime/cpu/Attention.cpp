@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
@@ -97,8 +98,14 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
   int64_t maxS = kCache.shape[1];
   for (int64_t b = 0; b < d.b; ++b) {
     int64_t pos = position.data[size_t(b)];
-    if (pos < 0 || pos + d.sq > maxS)
-      return attentionCacheRangeError(b, pos, pos + d.sq, maxS);
+    // Not pos + S > maxS: a huge position would overflow.
+    if (pos < 0 || pos > maxS - d.sq)
+      return attentionCacheRangeError(
+          b, pos,
+          pos > std::numeric_limits<int64_t>::max() - d.sq
+              ? std::numeric_limits<int64_t>::max()
+              : pos + d.sq,
+          maxS);
   }
   // Write the new keys and values at [pos, pos + S) (nothing to copy when a
   // row is empty, however many rows there are).

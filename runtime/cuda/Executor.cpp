@@ -185,6 +185,8 @@ struct JointSteps {
   JointSteps(int ranks, double timeoutSeconds)
       : meet(ranks, timeoutSeconds, "the single-GPU test mode's ranks") {}
   HostRendezvous<JointPost> meet;
+  /// Releases peers waiting in a collective for a rank whose capture failed.
+  std::function<void()> abortComms;
 };
 
 class CudaRank final : private CommTeardown {
@@ -807,6 +809,7 @@ Status CudaRank::enqueue(Function &fn) {
         cudaStreamWaitEvent(streams_[size_t(s)].get(), fn.fork.get(), 0));
   DeviceComm *group = nullptr; // an open point-to-point group
   int groupEnd = -1;
+  std::vector<int> groupHandleEvents; // of its members, recorded at its end
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
@@ -849,10 +852,16 @@ Status CudaRank::enqueue(Function &fn) {
                       ": ", st.message());
       }
       // Right after the collective is issued, so a Wait elsewhere waits
-      // for it and not for what this stream runs next.
+      // for it and not for what this stream runs next. A member of an open
+      // group is issued only at its groupEnd: its event waits until then.
       if (sync.recordHandleEvent >= 0)
-        BRAID_CUDA_CHECK(cudaEventRecord(
-            fn.handleEvents[size_t(sync.recordHandleEvent)].get(), stream));
+        groupHandleEvents.push_back(sync.recordHandleEvent);
+      if (!group) {
+        for (int h : groupHandleEvents)
+          BRAID_CUDA_CHECK(
+              cudaEventRecord(fn.handleEvents[size_t(h)].get(), stream));
+        groupHandleEvents.clear();
+      }
       for (int e : sync.recordEvents)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.events[size_t(e)].get(), stream));
     }
@@ -995,6 +1004,9 @@ Status CudaRank::captureJointGraph(Function &fn, Graph &graph,
       st = BRAID_CUDA_STATUS(cudaStreamWaitEvent(main, (*opened)[0].event, 0));
     if (st)
       st = enqueue(fn);
+    // Peers blocked in a collective this rank will not join go on now.
+    if (!st && joint_->abortComms)
+      joint_->abortComms();
   } else if (st) {
     st = opened ? errorf("aborted: another rank failed (opening the joint "
                          "graph capture)")
@@ -1270,6 +1282,7 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
     if (options.graph && held.size() > 1) {
       runner->joint_ = std::make_shared<JointSteps>(int(held.size()),
                                                     options.stepTimeoutSeconds);
+      runner->joint_->abortComms = [local] { local->abortAll(); };
       for (size_t i = 0; i < held.size(); ++i)
         runner->ranks_[i]->joinSteps(runner->joint_.get(), int(i));
     }

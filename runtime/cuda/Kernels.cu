@@ -802,7 +802,8 @@ __global__ void cacheWriteKernel(In k, In v, Out kCache, Out vCache,
   __syncthreads();
   for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
     const int64_t pos = loadInt(position, b);
-    if (pos < 0 || pos + seq > maxSeq)
+    // Not pos + seq > maxSeq: a huge position would overflow.
+    if (pos < 0 || pos > maxSeq - seq)
       atomicMin(&firstBad, static_cast<unsigned long long>(b));
   }
   __syncthreads();
@@ -816,7 +817,7 @@ __global__ void cacheWriteKernel(In k, In v, Out kCache, Out vCache,
       const int64_t pos = loadInt(position, bad);
       error->args[0] = bad;
       error->args[1] = pos;
-      error->args[2] = pos + seq;
+      error->args[2] = pos > INT64_MAX - seq ? INT64_MAX : pos + seq;
       error->args[3] = maxSeq;
     }
     return; // nothing is written, as the CPU kernel writes nothing
@@ -955,6 +956,19 @@ cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
 namespace {
 /// Launches normRowKernel when the operands allow it (see there); false
 /// when they do not, and the caller runs the per-element kernel.
+/// The most threads a block of normRowKernel<T, K, Layer> may have (its
+/// registers bound it below 1024 with several vectors per thread), asked
+/// of the runtime once per instantiation; 0 if it cannot say.
+template <typename T, int K, bool Layer> int64_t normRowThreads() {
+  static const int64_t most = [] {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, normRowKernel<T, K, Layer>) != cudaSuccess)
+      return int64_t(0);
+    return int64_t(attr.maxThreadsPerBlock) / 32 * 32;
+  }();
+  return most;
+}
+
 template <typename T, bool Layer>
 bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
                       float epsilon, cudaStream_t stream, In residual,
@@ -971,16 +985,9 @@ bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
   const unsigned grid = gridFor(rows, 1);
   // The most threads a block of this instantiation may have (its registers
   // bound it below 1024 with several vectors per thread).
-  auto limit = [](auto kernel) {
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess)
-      return int64_t(0);
-    return int64_t(attr.maxThreadsPerBlock) / 32 * 32;
-  };
   // With as many threads as the row has vectors (up to the limit), each
   // thread issues the fewest dependent loads.
-  auto go = [&](auto kernel, int64_t perThread) {
-    const int64_t most = limit(kernel);
+  auto go = [&](auto kernel, int64_t most, int64_t perThread) {
     if (most <= 0 || nvec > most * perThread)
       return false;
     const int64_t threads = std::min<int64_t>(
@@ -993,9 +1000,9 @@ bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
         static_cast<const T *>(residual.data), static_cast<T *>(sum.data));
     return true;
   };
-  return go(normRowKernel<T, 1, Layer>, 1) ||
-         go(normRowKernel<T, 2, Layer>, 2) ||
-         go(normRowKernel<T, 4, Layer>, 4);
+  return go(normRowKernel<T, 1, Layer>, normRowThreads<T, 1, Layer>(), 1) ||
+         go(normRowKernel<T, 2, Layer>, normRowThreads<T, 2, Layer>(), 2) ||
+         go(normRowKernel<T, 4, Layer>, normRowThreads<T, 4, Layer>(), 4);
 }
 
 /// `residual` and `sum` (data null: none) make it add_rms_norm.

@@ -22,6 +22,7 @@ namespace braid::rt::cuda {
 struct LocalPost {
   const void *ptr = nullptr;
   cudaEvent_t event = nullptr;
+  size_t bytes = 0; // a send's size, checked by its receive
 };
 
 /// One group instance on one stream: where its ranks meet on the host.
@@ -145,13 +146,13 @@ public:
   /// copy; the stream then waits for that copy, so `in` is not overwritten
   /// before it is read (NCCL's rendezvous). In a group the wait comes at
   /// groupEnd, after the group's receives.
-  Status send(const void *in, size_t, DType, int peer,
+  Status send(const void *in, size_t count, DType dtype, int peer,
               cudaStream_t stream) override {
     BRAID_RETURN_IF_ERROR(checkPeer(peer));
     cudaEvent_t ready = events_[kSendReady + size_t(peer)].get();
     BRAID_CUDA_CHECK(cudaEventRecord(ready, stream));
-    BRAID_RETURN_IF_ERROR(
-        group_->messages().post(rank_, peer, LocalPost{in, ready}));
+    BRAID_RETURN_IF_ERROR(group_->messages().post(
+        rank_, peer, LocalPost{in, ready, count * dtypeSize(dtype)}));
     if (inGroup_) {
       groupSends_.push_back({peer, stream});
       return Status::ok();
@@ -221,6 +222,10 @@ private:
     cudaEvent_t copied = events_[kSendReady + size_t(size_) + size_t(r.peer)].get();
     auto got = group_->messages().receive(
         rank_, r.peer, [&](const LocalPost &message) -> Expected<LocalPost> {
+          if (message.bytes != r.bytes)
+            return errorf("rank ", rank_, " receives ", r.bytes,
+                          " bytes from rank ", r.peer, ", which sends ",
+                          message.bytes);
           BRAID_CUDA_CHECK(cudaStreamWaitEvent(r.stream, message.event, 0));
           if (r.bytes) {
             detail::LocalSources src{};

@@ -295,6 +295,67 @@ TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
   }
 }
 
+// Groups that mix sync ops and starts, and the channel's order across the
+// sends of one group: each completes (as under NCCL) in plain and strict
+// mode. (A start left in flight behind a collective of another group is
+// refused by the loader's schedule check: NCCL could deadlock on it.)
+TEST(Collectives, MixedGroupsAndTheirOrder) {
+  auto p2p = [](FnBuilder &f, OpCode code, std::vector<int> operands,
+                std::vector<int> results, int peer, int handle = -1) {
+    plan::OpT &o = f.op(code, operands, results);
+    o.group = 0;
+    o.peer = peer;
+    if (handle >= 0)
+      o.handle = handle;
+  };
+  for (bool strict : {false, true}) {
+    // Both ranks: recv, then send_start, adjacent: one group.
+    PlanBuilder mixed(2);
+    mixed.group("pp", 2);
+    for (int r = 0; r < 2; ++r) {
+      FnBuilder f = mixed.function("stage" + std::to_string(r));
+      f.fn().num_handles = 1;
+      int x = f.input("x", {2}), y = f.tensor({2});
+      p2p(f, OpCode::Recv, {}, {y}, 1 - r);
+      p2p(f, OpCode::SendStart, {x}, {}, 1 - r, 0);
+      f.op(OpCode::Wait, {}, {}).handle = 0;
+      f.output("y", y);
+    }
+    auto out = runExchange(mixed, strict, 20000);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
+    EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+
+    // Rank 0: send_start x, send 2x (one group); rank 1 receives them in
+    // that order.
+    PlanBuilder order(2);
+    order.group("pp", 2);
+    {
+      FnBuilder f = order.function("stage0");
+      f.fn().num_handles = 1;
+      int x = f.input("x", {2}), z = f.tensor({2});
+      f.op(OpCode::Add, {x, x}, {z});
+      p2p(f, OpCode::SendStart, {x}, {}, 1, 0);
+      p2p(f, OpCode::Send, {z}, {}, 1);
+      f.op(OpCode::Wait, {}, {}).handle = 0;
+      f.output("z", z);
+    }
+    {
+      FnBuilder f = order.function("stage1");
+      f.input("x", {2});
+      int a = f.tensor({2}), b = f.tensor({2});
+      p2p(f, OpCode::Recv, {}, {a}, 0);
+      p2p(f, OpCode::Recv, {}, {b}, 0);
+      f.output("a", a);
+      f.output("b", b);
+    }
+    out = runExchange(order, strict, 20000);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ((*out)[1].at("a").toFloats(), (std::vector<float>{1, 2}));
+    EXPECT_EQ((*out)[1].at("b").toFloats(), (std::vector<float>{2, 4}));
+  }
+}
+
 // A send and its receive on different streams use different NCCL
 // communicators, which never match: the interpreter's channels are per
 // stream too.

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 #include <cstring>
@@ -339,6 +341,13 @@ TEST(AttentionKernel, KvCacheRejectsWriteBeyondMaxSeq) {
   FTensor k{{1, 1, 1, 2}, {0, 1}}, v{{1, 1, 1, 2}, {3, 4}};
   FTensor kc{{1, 2, 1, 2}, std::vector<float>(4)}, vc = kc;
   auto o = attentionWithCache(q, k, v, kc, vc, ITensor{{1}, {2}}, gqa(true));
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.status().message().find("outside max_seq 2"), std::string::npos)
+      << o.status().message();
+  // A position so large that position + S overflows is out of range too.
+  o = attentionWithCache(q, k, v, kc, vc,
+                         ITensor{{1}, {std::numeric_limits<int64_t>::max()}},
+                         gqa(true));
   ASSERT_FALSE(o);
   EXPECT_NE(o.status().message().find("outside max_seq 2"), std::string::npos)
       << o.status().message();

@@ -43,6 +43,26 @@ TEST(RankThreads, RunReturnsOnlyWhenEveryRankIsDone) {
   }
 }
 
+TEST(RankThreads, AThrowingBodyLetsTheOthersFinishThenRethrows) {
+  auto threads = RankThreads::start(3, "test threads");
+  ASSERT_TRUE(threads);
+  for (size_t thrower : {size_t(0), size_t(2)}) {
+    std::atomic<int> finished{0};
+    EXPECT_THROW((*threads)->run([&](size_t i) {
+      if (i == thrower)
+        throw std::runtime_error("rank failed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ++finished;
+    }),
+                 std::runtime_error);
+    EXPECT_EQ(finished.load(), 2);
+  }
+  // Still usable.
+  std::atomic<int> calls{0};
+  (*threads)->run([&](size_t) { ++calls; });
+  EXPECT_EQ(calls.load(), 3);
+}
+
 TEST(RankThreads, OneRankRunsOnTheCaller) {
   auto threads = RankThreads::start(1, "test threads");
   ASSERT_TRUE(threads);
