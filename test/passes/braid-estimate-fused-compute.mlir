@@ -10,9 +10,8 @@
 //   launches = 12.488 us; add_rms_norm x, r, sum, y and the weight
 //   (8.391 us) + 1 launch = 9.391 us.
 
-// CHECK-LABEL: "add_rms_norm": {
 // CHECK: "compute_time_ns": 8391,
-// CHECK-NEXT: "function": "add_rms_norm",
+// CHECK: "function": "add_rms_norm",
 // CHECK: "launch_gaps_ns": 1000,
 // CHECK: "step_time_ns": 9391,
 func.func @add_rms_norm(%x: tensor<1024x1024xbf16>, %r: tensor<1024x1024xbf16>, %w: tensor<1024xbf16>) -> (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) {
@@ -20,9 +19,8 @@ func.func @add_rms_norm(%x: tensor<1024x1024xbf16>, %r: tensor<1024x1024xbf16>, 
   return %s, %y : tensor<1024x1024xbf16>, tensor<1024x1024xbf16>
 }
 
-// CHECK-LABEL: "add_then_rms_norm": {
 // CHECK: "compute_time_ns": 10488,
-// CHECK-NEXT: "function": "add_then_rms_norm",
+// CHECK: "function": "add_then_rms_norm",
 // CHECK: "launch_gaps_ns": 2000,
 // CHECK: "step_time_ns": 12488,
 func.func @add_then_rms_norm(%x: tensor<1024x1024xbf16>, %r: tensor<1024x1024xbf16>, %w: tensor<1024xbf16>) -> (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) {
@@ -31,9 +29,8 @@ func.func @add_then_rms_norm(%x: tensor<1024x1024xbf16>, %r: tensor<1024x1024xbf
   return %s, %y : tensor<1024x1024xbf16>, tensor<1024x1024xbf16>
 }
 
-// CHECK-LABEL: "silu_then_mul": {
 // CHECK: "compute_time_ns": 10486,
-// CHECK-NEXT: "function": "silu_then_mul",
+// CHECK: "function": "silu_then_mul",
 // CHECK: "launch_gaps_ns": 2000,
 // CHECK: "step_time_ns": 12486,
 func.func @silu_then_mul(%g: tensor<1024x1024xbf16>, %u: tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16> {
@@ -42,9 +39,8 @@ func.func @silu_then_mul(%g: tensor<1024x1024xbf16>, %u: tensor<1024x1024xbf16>)
   return %y : tensor<1024x1024xbf16>
 }
 
-// CHECK-LABEL: "swiglu": {
 // CHECK: "compute_time_ns": 6291,
-// CHECK-NEXT: "function": "swiglu",
+// CHECK: "function": "swiglu",
 // CHECK: "launch_gaps_ns": 1000,
 // CHECK: "step_time_ns": 7291,
 func.func @swiglu(%g: tensor<1024x1024xbf16>, %u: tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16> {
