@@ -924,19 +924,22 @@ Status OpRunner::Strict::issueAsync(int h) {
   BRAID_RETURN_IF_ERROR(runEarlier(o, h)); // while h marks its place
   pending_.erase(std::find(pending_.begin(), pending_.end(), h));
   std::optional<ByteTensor> input;
+  bool changed = false;
   if (o.operands() && o.operands()->size() > 0) {
     // Elements that changed since the start are undefined: hardware may
     // have read them at either time.
     input = r_.loadB(o.operands()->Get(0));
     size_t elem = std::max<size_t>(input->elemSize, 1);
     for (size_t i = 0; i + elem <= input->data.size(); i += elem)
-      if (std::memcmp(&input->data[i], &a.input.data[i], elem) != 0)
+      if (std::memcmp(&input->data[i], &a.input.data[i], elem) != 0) {
         std::memset(&input->data[i], kPoison, elem);
+        changed = true;
+      }
   }
   if (o.opcode() == OpCode::SendStart) {
     // Posted at its start; completed at its wait (runAsync). Bytes changed
     // since the start are undefined on hardware: an error here.
-    if (r_.loadB(o.operands()->Get(0)).data != a.input.data)
+    if (changed)
       return errorf("send of op ", a.start,
                     ": its operand changed between the start and the wait "
                     "(the GPU may send either value)");

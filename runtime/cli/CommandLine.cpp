@@ -459,8 +459,9 @@ void CommandLine::addCuda() {
   flag("--single-gpu-test",
        "TESTS ONLY: run every rank of the plan on one GPU (the first of "
        "--devices, else GPU 0) with the single-GPU test communicator instead "
-       "of NCCL, which refuses two ranks on one GPU; collectives are "
-       "device-side barriers and copies, correct but slow",
+       "of NCCL, which refuses two ranks on one GPU; the ranks meet on the "
+       "host and collectives are device copies and reductions, correct but "
+       "slow",
        [this] { o_.singleGpuTest = true; });
   value("--test-fault", "KIND:RANK", "none",
         "TESTS ONLY, with --single-gpu-test: stuck-collective:R (rank R "

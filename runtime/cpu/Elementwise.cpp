@@ -32,10 +32,14 @@ Expected<FTensor> cpu::binary(BinaryKind kind, const FTensor &lhs,
   return out;
 }
 
+/// silu of one value: the one expression silu and swiglu share, so the
+/// fused op stays bit for bit the pair in f32.
+static float siluOf(float v) { return v / (1.0f + std::exp(-v)); }
+
 FTensor cpu::silu(const FTensor &x) {
   FTensor y = x;
   for (float &v : y.data)
-    v = v / (1.0f + std::exp(-v));
+    v = siluOf(v);
   return y;
 }
 
@@ -44,12 +48,8 @@ Expected<FTensor> cpu::swiglu(const FTensor &gate, const FTensor &up) {
     return errorf("swiglu: gate ", formatShape(gate.shape), " and up ",
                   formatShape(up.shape), " differ (it does not broadcast)");
   FTensor y = gate;
-  // silu's expression, then the product: bit for bit the unfused pair in
-  // f32 (both round once per step there; here the product of the two).
-  for (size_t i = 0; i < y.data.size(); ++i) {
-    float g = y.data[i];
-    y.data[i] = (g / (1.0f + std::exp(-g))) * up.data[i];
-  }
+  for (size_t i = 0; i < y.data.size(); ++i)
+    y.data[i] = siluOf(y.data[i]) * up.data[i];
   return y;
 }
 

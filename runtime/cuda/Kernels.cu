@@ -194,6 +194,11 @@ __global__ void layerNormKernel(In x, In weight, In bias, Out y, int64_t rows,
 template <typename T> struct Vec {
   static constexpr int n = 16 / int(sizeof(T));
 };
+/// Whether 16-byte vector loads and stores may use `p` (null counts: an
+/// absent operand never stops them).
+inline bool aligned16(const void *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 template <typename T> __device__ __forceinline__ float toFloat(T x);
 template <> __device__ __forceinline__ float toFloat(float x) { return x; }
 template <> __device__ __forceinline__ float toFloat(__half x) {
@@ -311,7 +316,7 @@ __global__ void normRowKernel(const T *x, const T *weight, const T *bias, T *y,
 __global__ void swigluKernel(In gate, In up, Out y, int64_t count) {
   for (int64_t e = globalThread(); e < count; e += gridThreads()) {
     float g = load(gate, e);
-    store(y, e, (g / (1.0f + expf(-g))) * load(up, e));
+    store(y, e, unary<Unary::Silu>(g) * load(up, e));
   }
 }
 
@@ -328,7 +333,7 @@ __global__ void swigluVecKernel(const T *gate, const T *up, T *y,
     unpack<T>(uv[i], u);
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      out[j] = (g[j] / (1.0f + expf(-g[j]))) * u[j];
+      out[j] = unary<Unary::Silu>(g[j]) * u[j];
     yv[i] = pack<T>(out);
   }
 }
@@ -901,11 +906,8 @@ template <typename T>
 bool launchSwigluVec(In gate, In up, Out y, int64_t count,
                      cudaStream_t stream) {
   constexpr int V = Vec<T>::n;
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  if (count % V != 0 || !aligned(gate.data) || !aligned(up.data) ||
-      !aligned(y.data))
+  if (count % V != 0 || !aligned16(gate.data) || !aligned16(up.data) ||
+      !aligned16(y.data))
     return false;
   const int64_t vectors = count / V;
   swigluVecKernel<T><<<gridFor(vectors, kThreads), kThreads, 0, stream>>>(
@@ -974,12 +976,9 @@ bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
                       float epsilon, cudaStream_t stream, In residual,
                       Out sum) {
   constexpr int V = Vec<T>::n;
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  if (h % V != 0 || !aligned(x.data) || !aligned(weight.data) ||
-      !aligned(y.data) || (Layer && !aligned(bias.data)) ||
-      !aligned(residual.data) || !aligned(sum.data))
+  if (h % V != 0 || !aligned16(x.data) || !aligned16(weight.data) ||
+      !aligned16(y.data) || (Layer && !aligned16(bias.data)) ||
+      !aligned16(residual.data) || !aligned16(sum.data))
     return false;
   const int64_t nvec = h / V;
   const unsigned grid = gridFor(rows, 1);
@@ -1231,8 +1230,7 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   const int64_t rowsPerSet = args.seq * (args.heads / args.kvHeads);
   L.rowTiles = int((rowsPerSet + t.rowTile - 1) / t.rowTile);
   const int64_t elem = attentionElemBytes(args.k.dt);
-  L.vec = reinterpret_cast<uintptr_t>(args.k.data) % 16 == 0 &&
-          reinterpret_cast<uintptr_t>(args.v.data) % 16 == 0 &&
+  L.vec = aligned16(args.k.data) && aligned16(args.v.data) &&
           (args.headDim * elem) % 16 == 0;
   const int64_t sets = args.batch * args.kvHeads * L.rowTiles;
   if (sets > INT32_MAX || t.splits > 65535) // gridDim.x, gridDim.y

@@ -228,31 +228,12 @@ TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
   EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
 }
 
-// Point-to-point semantics shared with the CUDA executor (P2PGroups.h):
-// each rank sends, then receives. Adjacent, the two form a group (NCCL's
-// ncclGroupStart/End) and the exchange completes; with an op between them
-// each is a lone blocking call, which deadlocks under NCCL, and the
-// interpreter ends it at the timeout instead of completing it.
-PlanBuilder exchangePlan(bool adjacent) {
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  for (int r = 0; r < 2; ++r) {
-    FnBuilder f = pb.function("stage" + std::to_string(r));
-    int x = f.input("x", {2});
-    int y = f.tensor({2}), z = f.tensor({2});
-    plan::OpT &send = f.op(OpCode::Send, {x}, {});
-    send.group = 0;
-    send.peer = 1 - r;
-    if (!adjacent)
-      f.op(OpCode::Add, {x, x}, {z});
-    plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
-    recv.group = 0;
-    recv.peer = 1 - r;
-    f.output("y", y);
-  }
-  return pb;
-}
-
+// Point-to-point semantics shared with the CUDA executor (P2PGroups.h), in
+// the two tests below: each rank sends, then receives (exchangeStages).
+// Adjacent, the two form a group (NCCL's ncclGroupStart/End) and the
+// exchange completes; with an op between them each is a lone blocking
+// call, which deadlocks under NCCL, and the interpreter ends it at the
+// timeout instead of completing it.
 Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
                                              int timeoutMs) {
   auto plan = loadPlan(pb.finish());
@@ -273,7 +254,7 @@ Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
 
 TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
   for (bool strict : {false, true}) {
-    PlanBuilder pb = exchangePlan(/*adjacent=*/true);
+    PlanBuilder pb = exchangeStages(/*recvFirst=*/false, /*opBetween=*/false);
     auto out = runExchange(pb, strict, 60000);
     ASSERT_TRUE(out) << out.status().message();
     EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
@@ -283,7 +264,7 @@ TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
 
 TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
   for (bool strict : {false, true}) {
-    PlanBuilder pb = exchangePlan(/*adjacent=*/false);
+    PlanBuilder pb = exchangeStages(/*recvFirst=*/false, /*opBetween=*/true);
     auto start = std::chrono::steady_clock::now();
     auto out = runExchange(pb, strict, 300);
     ASSERT_FALSE(out) << (strict ? "strict" : "plain");

@@ -258,22 +258,8 @@ TensorMap faultTestInput() {
 // own ncclRecv), and so do the test communicator and the interpreter: the
 // step must end at the timeout with an error, not hang.
 TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  for (int r = 0; r < 2; ++r) {
-    FnBuilder f = pb.function("stage" + std::to_string(r));
-    int x = f.input("x", {2});
-    int y = f.tensor({2}), z = f.tensor({2});
-    plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
-    recv.group = 0;
-    recv.peer = 1 - r;
-    f.op(OpCode::Add, {x, x}, {z});
-    plan::OpT &send = f.op(OpCode::Send, {x}, {});
-    send.group = 0;
-    send.peer = 1 - r;
-    f.output("y", y);
-  }
-  auto loaded = loadPlan(pb.finish());
+  auto loaded =
+      loadPlan(exchangeStages(/*recvFirst=*/true, /*opBetween=*/true).finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   BRAID_SKIP_WITHOUT_GPU();
   for (bool graph : {false, true}) {

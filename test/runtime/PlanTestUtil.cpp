@@ -132,6 +132,27 @@ PlanBuilder sendRecvStages(int64_t n, int recvStream) {
   return pb;
 }
 
+PlanBuilder exchangeStages(bool recvFirst, bool opBetween) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = pb.function("stage" + std::to_string(r));
+    int x = f.input("x", {2});
+    int y = f.tensor({2}), z = f.tensor({2});
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && opBetween)
+        f.op(plan::OpCode::Add, {x, x}, {z});
+      bool recv = (k == 0) == recvFirst;
+      plan::OpT &o = recv ? f.op(plan::OpCode::Recv, {}, {y})
+                          : f.op(plan::OpCode::Send, {x}, {});
+      o.group = 0;
+      o.peer = 1 - r;
+    }
+    f.output("y", y);
+  }
+  return pb;
+}
+
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens, DType dtype) {
   PlanBuilder pb(tp);

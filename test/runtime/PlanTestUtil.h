@@ -61,6 +61,11 @@ std::vector<float> wave(int64_t n, float phase);
 /// n-element input "x" to rank 1; "stage1" receives it as output "y" (on
 /// stream `recvStream`), and takes an unused "x" too.
 PlanBuilder sendRecvStages(int64_t n, int recvStream = 0);
+/// Two ranks of a 2-rank "pp" group exchange their 2-element input "x"
+/// into output "y": function "stage<r>" sends to and receives from the
+/// other rank (the receive first with `recvFirst`), with an add between
+/// the two with `opBetween` (so they are no group: P2PGroups.h).
+PlanBuilder exchangeStages(bool recvFirst, bool opBetween);
 
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens,
