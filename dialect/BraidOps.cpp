@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -521,6 +522,22 @@ LogicalResult ConcatOp::verify() {
   for (Value v : getInputs())
     inputs.push_back(tensorType(v));
   return checkConcat(getLoc(), inputs, getDim(), tensorType(getResult()));
+}
+
+LogicalResult ParameterPackOp::verify() {
+  SmallVector<RankedTensorType> pieces;
+  llvm::SmallPtrSet<Value, 4> seen;
+  for (auto [i, v] : llvm::enumerate(getPieces())) {
+    if (!v.getDefiningOp<ParameterOp>())
+      return emitOpError("piece ")
+             << i << " is not a braid.parameter result: a pack is made of "
+             << "parameters, which the runtime stores inside it";
+    if (!seen.insert(v).second)
+      return emitOpError("piece ") << i << " repeats an earlier piece";
+    pieces.push_back(tensorType(v));
+  }
+  return checkConcat(getLoc(), pieces, 0, tensorType(getResult()),
+                     "parameter_pack");
 }
 
 LogicalResult ReshapeOp::verify() {

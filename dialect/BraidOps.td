@@ -113,6 +113,33 @@ def Braid_ParameterOp : Braid_Op<"parameter", [Pure,
   }];
 }
 
+def Braid_ParameterPackOp : Braid_Op<"parameter_pack", [Pure]> {
+  let summary = "Parameters laid end to end along dim 0, as one weight";
+  let description = [{
+    This rank's slices of the `pieces` (each a `braid.parameter` result)
+    concatenated along dimension 0: a fused weight such as Q, K and V
+    projections read by one matmul. The pieces keep their own names and
+    shard rules, so checkpoints and synthetic weights still load each one
+    by name, bit for bit; the runtimes store every piece inside its pack,
+    so the pack is a view over them and costs nothing per step.
+    `braid-fuse-compute` creates it for horizontally fused matmuls.
+
+    The pieces share their element type and every dimension but the first;
+    the result's first dimension is the sum of theirs.
+
+    ```mlir
+    %q = braid.parameter "model.layers.0.self_attn.q_proj.weight" full [4096, 4096] shard_dim 0 on @tp : tensor<512x4096xbf16>
+    %k = braid.parameter "model.layers.0.self_attn.k_proj.weight" full [1024, 4096] shard_dim 0 on @tp : tensor<128x4096xbf16>
+    %v = braid.parameter "model.layers.0.self_attn.v_proj.weight" full [1024, 4096] shard_dim 0 on @tp : tensor<128x4096xbf16>
+    %qkv = braid.parameter_pack %q, %k, %v : (tensor<512x4096xbf16>, tensor<128x4096xbf16>, tensor<128x4096xbf16>) -> tensor<768x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<Braid_Tensor>:$pieces);
+  let results = (outs Braid_Tensor:$result);
+  let assemblyFormat = "$pieces attr-dict `:` functional-type($pieces, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Compute ops
 //===----------------------------------------------------------------------===//

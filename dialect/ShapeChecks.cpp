@@ -366,40 +366,39 @@ LogicalResult mlir::braid::checkSlice(OptLoc loc, RankedTensorType input,
 
 LogicalResult mlir::braid::checkConcat(OptLoc loc,
                                        ArrayRef<RankedTensorType> inputs,
-                                       int64_t dim, RankedTensorType result) {
+                                       int64_t dim, RankedTensorType result,
+                                       StringRef opName) {
   if (inputs.empty())
-    return emitOptionalError(loc, "concat: needs at least one input");
+    return emitOptionalError(loc, opName, ": needs at least one input");
   RankedTensorType first = inputs.front();
-  if (failed(checkDim(loc, "concat", "dim", dim, first.getRank())))
+  if (failed(checkDim(loc, opName, "dim", dim, first.getRank())))
     return failure();
   SmallVector<int64_t> expected(first.getShape());
   expected[dim] = 0;
   for (auto [i, t] : llvm::enumerate(inputs)) {
-    if (failed(checkSameElementType(loc, "concat", "input",
-                                    first.getElementType(),
-                                    t.getElementType())))
+    if (failed(checkSameElementType(
+            loc, opName, "input", first.getElementType(), t.getElementType())))
       return failure();
     if (t.getRank() != first.getRank())
-      return emitOptionalError(loc, "concat: input ", i, " has rank ",
+      return emitOptionalError(loc, opName, ": input ", i, " has rank ",
                                t.getRank(), " but input 0 has rank ",
                                first.getRank());
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != dim && t.getDimSize(d) != first.getDimSize(d))
-        return emitOptionalError(loc, "concat: input ", i, " has size ",
+        return emitOptionalError(loc, opName, ": input ", i, " has size ",
                                  t.getDimSize(d), " in dim ", d,
                                  " but input 0 has ", first.getDimSize(d));
     std::optional<int64_t> sum =
         ::braid::checkedAdd(expected[dim], t.getDimSize(dim));
     if (!sum)
-      return emitOptionalError(loc, "concat: the sizes of the inputs in dim ",
+      return emitOptionalError(loc, opName, ": the sizes of the inputs in dim ",
                                dim, " sum past int64 at input ", i);
     expected[dim] = *sum;
   }
-  if (failed(checkSameElementType(loc, "concat", "result",
-                                  first.getElementType(),
+  if (failed(checkSameElementType(loc, opName, "result", first.getElementType(),
                                   result.getElementType())))
     return failure();
-  return checkResultShape(loc, "concat", expected, result.getShape());
+  return checkResultShape(loc, opName, expected, result.getShape());
 }
 
 LogicalResult mlir::braid::checkReshape(OptLoc loc, RankedTensorType input,

@@ -96,8 +96,11 @@ LogicalResult checkDim(OptLoc loc, StringRef op, StringRef what, int64_t dim,
 LogicalResult checkSlice(OptLoc loc, RankedTensorType input,
                          ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
                          RankedTensorType result);
+/// `opName` names the op in messages (braid.parameter_pack is a concat
+/// along dim 0 too).
 LogicalResult checkConcat(OptLoc loc, ArrayRef<RankedTensorType> inputs,
-                          int64_t dim, RankedTensorType result);
+                          int64_t dim, RankedTensorType result,
+                          StringRef opName = "concat");
 LogicalResult checkReshape(OptLoc loc, RankedTensorType input,
                            RankedTensorType result);
 

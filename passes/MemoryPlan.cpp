@@ -4,6 +4,7 @@
 #include "dialect/BraidOps.h"
 #include "dialect/ShapeChecks.h"
 #include "runtime/CheckedMath.h"
+#include "runtime/Views.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -68,9 +69,43 @@ std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {
 bool mlir::braid::needsArenaBuffer(Value v) {
   if (!isa<RankedTensorType>(v.getType()))
     return false;
-  if (v.getDefiningOp<ParameterOp>())
+  if (v.getDefiningOp<ParameterOp>() || v.getDefiningOp<ParameterPackOp>())
     return false;
   return !stateArgumentOf(v);
+}
+
+std::optional<ViewOf> mlir::braid::viewOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !isa<ReshapeOp, SliceOp>(def))
+    return std::nullopt;
+  Value source = def->getOperand(0);
+  auto in = dyn_cast<RankedTensorType>(source.getType());
+  auto out = dyn_cast<RankedTensorType>(v.getType());
+  if (!in || !out || !in.hasStaticShape() || !out.hasStaticShape() ||
+      in.getElementType() != out.getElementType() || !needsArenaBuffer(v) ||
+      !needsArenaBuffer(source))
+    return std::nullopt;
+  if (isa<ReshapeOp>(def))
+    return in.getNumElements() == out.getNumElements()
+               ? std::optional<ViewOf>(ViewOf{source, 0})
+               : std::nullopt;
+  auto slice = cast<SliceOp>(def);
+  ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
+  if (offsets.size() != size_t(in.getRank()) ||
+      sizes.size() != size_t(in.getRank()))
+    return std::nullopt;
+  std::optional<int64_t> start = ::braid::contiguousSliceStart(
+      in.getShape().data(), offsets.data(), sizes.data(), sizes.size());
+  if (!start)
+    return std::nullopt;
+  return ViewOf{source, *start * (tensorBytes(in) / in.getNumElements())};
+}
+
+ViewOf mlir::braid::viewRoot(Value v) {
+  ViewOf root{v, 0};
+  while (std::optional<ViewOf> up = viewOf(root.source))
+    root = ViewOf{up->source, root.byteOffset + up->byteOffset};
+  return root;
 }
 
 Ordering mlir::braid::programOrder() {
@@ -100,9 +135,18 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
     return position.lookup(def);
   };
 
+  // Views share their root's buffer: its lifetime takes their uses.
+  llvm::DenseMap<Value, SmallVector<std::pair<Value, int64_t>>> viewsOf;
+  for (Operation &op : body)
+    for (Value result : op.getResults())
+      if (viewOf(result)) {
+        ViewOf root = viewRoot(result);
+        viewsOf[root.source].push_back({result, root.byteOffset});
+      }
+
   SmallVector<BufferLifetime> lifetimes;
   auto add = [&](Value v) -> LogicalResult {
-    if (!needsArenaBuffer(v))
+    if (!needsArenaBuffer(v) || viewOf(v))
       return success();
     auto type = cast<RankedTensorType>(v.getType());
     if (!type.hasStaticShape())
@@ -117,15 +161,23 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
     life.value = v;
     life.size = alignTo(std::max<int64_t>(tensorBytes(type), 1), alignment);
     life.def = defPoint(v);
-    for (OpOperand &use : v.getUses()) {
-      Operation *user = use.getOwner();
-      // An async collective reads its input until the matching wait.
-      if (user->hasTrait<OpTrait::BraidAsyncStart>()) {
-        for (Operation *waitOp : user->getResult(0).getUsers())
-          life.uses.push_back(position.lookup(waitOp));
-        continue;
+    auto addUses = [&](Value reader) {
+      for (OpOperand &use : reader.getUses()) {
+        Operation *user = use.getOwner();
+        // An async collective reads its input until the matching wait.
+        if (user->hasTrait<OpTrait::BraidAsyncStart>()) {
+          for (Operation *waitOp : user->getResult(0).getUsers())
+            life.uses.push_back(position.lookup(waitOp));
+          continue;
+        }
+        life.uses.push_back(position.lookup(user));
       }
-      life.uses.push_back(position.lookup(user));
+    };
+    addUses(v);
+    if (auto it = viewsOf.find(v); it != viewsOf.end()) {
+      life.views = it->second;
+      for (auto [view, offset] : it->second)
+        addUses(view);
     }
     // Written but never read: still occupied while its producer runs.
     if (life.uses.empty())
@@ -236,10 +288,18 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
     plan.lowerBound = std::max(plan.lowerBound, live);
   }
 
+  // A view sits inside its root's buffer; its size is its own bytes.
+  auto placeViews = [&](const BufferLifetime &l, int64_t offset) {
+    for (auto [view, delta] : l.views) {
+      plan.offsets[view] = offset + delta;
+      plan.sizes[view] = std::max<int64_t>(tensorBytes(view.getType()), 1);
+    }
+  };
   if (!reuse) {
     int64_t offset = 0;
     for (const BufferLifetime &l : lives) {
       plan.offsets[l.value] = offset;
+      placeViews(l, offset);
       offset += l.size;
     }
     plan.arenaSize = offset;
@@ -271,6 +331,7 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
     }
     offsetOf[i] = offset;
     plan.offsets[lives[i].value] = offset;
+    placeViews(lives[i], offset);
     plan.arenaSize = std::max(plan.arenaSize, offset + lives[i].size);
   }
   return plan;

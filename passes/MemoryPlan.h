@@ -10,10 +10,13 @@
 //   attention's updated cache whose cache operand is such a state value is
 //   written in place into the same slot, provided nothing reads the old
 //   value afterwards;
+// - results of braid.parameter_pack are runtime-owned too (the runtime
+//   stores the pieces inside the pack);
 // - async handles have no storage of their own: the matching wait's result
 //   is the payload, written from the start onward;
-// - every other tensor value (op results and `braid.input` arguments) gets
-//   an arena buffer.
+// - every other tensor value (op results and `braid.input` arguments) lives
+//   in the arena: a view (a reshape, a contiguous slice: viewOf) inside its
+//   source's buffer, every other one in a buffer of its own.
 //
 // Lifetimes are sets of program points (op positions in the entry block;
 // -1 is function entry). Two buffers may share memory only if every use of
@@ -49,11 +52,29 @@ bool needsArenaBuffer(Value v);
 /// the dialect's limits, dialect/ShapeChecks.h), or 0 for any other type.
 int64_t tensorBytes(Type type);
 
+/// A value that is some of another value's bytes, in order: the result of
+/// a reshape, or of a slice whose elements are one contiguous run
+/// (runtime/Views.h), when both it and its operand live in the arena. The
+/// planner places it at `byteOffset` inside `source`'s buffer, so the
+/// runtimes copy nothing; the schedule checks count the op as a read.
+struct ViewOf {
+  Value source;
+  int64_t byteOffset = 0;
+};
+std::optional<ViewOf> viewOf(Value v);
+
+/// `v`'s buffer placement relative to the value that owns the bytes: the
+/// end of its chain of views (itself when it is not a view).
+ViewOf viewRoot(Value v);
+
 struct BufferLifetime {
   Value value;
   int64_t size = 0; // aligned
   int def = 0;      // program point where the buffer starts being written
-  SmallVector<int, 4> uses; // points that read it (never empty)
+  SmallVector<int, 4> uses; // points that read it or a view of it (never
+                            // empty)
+  /// Views placed inside this buffer, with their byte offsets.
+  SmallVector<std::pair<Value, int64_t>> views;
 };
 
 /// Happens-before over program points, contained in block order.

@@ -43,6 +43,15 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
       fused op's sum; it takes the norm's place, or the add's when another
       reader of the sum comes first (and the weight is defined before the
       add; otherwise the pair stays).
+    - Matmuls that read one input against different weights (Q, K and V;
+      gate and up) become one matmul against a `braid.parameter_pack` of
+      the weights, followed by one `braid.slice` per original result. Only
+      where every slice is a view (the result's rows are one row: decode at
+      batch 1), so the split copies nothing: elsewhere the slices would be
+      strided copies that cost more than the launches saved. The weights
+      keep their names, so checkpoints and synthetic weights load as
+      before. Requires `transpose_b` weights that are `braid.parameter`
+      results of one element type with the input.
 
     Before:
     ```mlir
@@ -64,6 +73,10 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
     test/run/fuse-compute.test checks both against the unfused plan and
     against transformers.
   }];
+  let options = [
+    Option<"matmuls", "matmuls", "bool", /*default=*/"true",
+           "Fuse matmuls that share their input (Q/K/V, gate/up)">,
+  ];
 }
 
 def BraidFuseCollectivesPass

@@ -144,6 +144,9 @@ llvm::Expected<StepStats> mlir::braid::computeStepStats(func::FuncOp func) {
       add(st.parameterBytes, tensorBytes(p.getType()), "parameter bytes");
       return;
     }
+    if (isa<ParameterPackOp>(op))
+      return; // its pieces' bytes, counted with them
+
     if (op->getDialect() == nullptr ||
         op->getDialect()->getNamespace() != "braid")
       return;

@@ -54,7 +54,9 @@ public:
     const plan::Tensor &x = tensor(t);
     switch (x.kind()) {
     case TensorKind::Parameter:
-      return in_.params_[size_t(x.ref())].bytes.data();
+      return in_.parameterData(x.ref());
+    case TensorKind::PackedParameter:
+      return in_.packs_[size_t(x.ref())].bytes.data();
     case TensorKind::State:
       return in_.state_[size_t(x.ref())].bytes.data();
     default:
@@ -288,6 +290,15 @@ std::string OpRunner::describeTensor(int t) const {
   case TensorKind::Parameter:
     return s + " (parameter '" +
            plan_.parameters()->Get(unsigned(x.ref()))->name()->str() + "')";
+  case TensorKind::PackedParameter: {
+    // The pieces by name: 'q_proj.weight' + 'k_proj.weight' + ...
+    std::string names;
+    for (int i : *plan_.parameter_packs()->Get(unsigned(x.ref()))->pieces())
+      names += (names.empty() ? "'" : " + '") +
+               plan_.parameters()->Get(unsigned(i))->name()->str() + "'";
+    return s + " (parameter pack " + std::to_string(x.ref()) + ": " + names +
+           ")";
+  }
   case TensorKind::State:
     return s + " (state slot '" +
            plan_.state()->Get(unsigned(x.ref()))->name()->str() + "')";
@@ -1050,12 +1061,26 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
                   " ranks, the plan needs ", root.world_size());
   std::unique_ptr<Interpreter> in(new Interpreter(std::move(plan), rank, comm));
   const plan::Plan &p = in->plan_.root();
+  // A pack holds its pieces: each is generated on its own, then moved in.
+  in->packing_ = parameterPacking(p);
+  for (const ParameterPacking::Pack &pack : in->packing_.packs)
+    in->packs_.emplace_back(pack.dtype, pack.shape);
   if (p.parameters())
-    for (const plan::Parameter *param : *p.parameters()) {
-      auto value = initialParameterValue(p, *param, rank, seed);
+    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
+      auto value =
+          initialParameterValue(p, *p.parameters()->Get(i), rank, seed);
       if (!value)
         return value.status();
-      in->params_.push_back(value.take());
+      HostTensor local = value.take();
+      const ParameterPacking::Place &place = in->packing_.places[i];
+      if (place.pack >= 0) {
+        if (!local.bytes.empty())
+          std::memcpy(in->packs_[size_t(place.pack)].bytes.data() +
+                          place.offset,
+                      local.bytes.data(), local.bytes.size());
+        local.bytes = {};
+      }
+      in->params_.push_back(std::move(local));
     }
   in->resetState();
   return in;
@@ -1079,11 +1104,41 @@ void Interpreter::resetState() {
                           Shape(s->shape()->begin(), s->shape()->end()));
 }
 
+uint8_t *Interpreter::parameterData(int index) {
+  const ParameterPacking::Place &place = packing_.places[size_t(index)];
+  if (place.pack < 0)
+    return params_[size_t(index)].bytes.data();
+  return packs_[size_t(place.pack)].bytes.data() + place.offset;
+}
+
+const uint8_t *Interpreter::parameterData(int index) const {
+  return const_cast<Interpreter *>(this)->parameterData(index);
+}
+
+HostTensor Interpreter::parameter(int index) const {
+  const HostTensor &p = params_[size_t(index)];
+  if (packing_.places[size_t(index)].pack < 0)
+    return p;
+  HostTensor local(p.dtype, p.shape);
+  if (!local.bytes.empty())
+    std::memcpy(local.bytes.data(), parameterData(index), local.bytes.size());
+  return local;
+}
+
 Status Interpreter::setParameter(std::string_view name, HostTensor local) {
   auto slot = parameterSlotFor(plan_.root(), name, local);
   if (!slot)
     return slot.status();
-  params_[*slot] = std::move(local);
+  size_t bytes = size_t(numElements(local.shape)) * dtypeSize(local.dtype);
+  if (local.bytes.size() != bytes)
+    return errorf("parameter '", name, "': ", local.bytes.size(),
+                  " bytes for a ", formatShape(local.shape), " x ",
+                  dtypeName(local.dtype), " tensor of ", bytes);
+  if (packing_.places[*slot].pack < 0) {
+    params_[*slot] = std::move(local);
+  } else if (bytes) { // in place: the pack reads the new values
+    std::memcpy(parameterData(int(*slot)), local.bytes.data(), bytes);
+  }
   return Status::ok();
 }
 

@@ -107,10 +107,11 @@ public:
 
   int rank() const { return rank_; }
   const HostTensor &stateSlot(int slot) const { return state_[size_t(slot)]; }
-  const HostTensor &parameter(int index) const {
-    return params_[size_t(index)];
-  }
-  /// Replaces parameter `name`'s local slice (e.g. from a checkpoint).
+  /// Parameter `index`'s local slice (a copy: a piece of a parameter pack
+  /// lives inside its pack).
+  HostTensor parameter(int index) const;
+  /// Replaces parameter `name`'s local slice (e.g. from a checkpoint); a
+  /// piece of a pack is written into the pack.
   Status setParameter(std::string_view name, HostTensor local);
   /// Zeroes every state slot (a new sequence).
   void resetState();
@@ -137,7 +138,18 @@ private:
   LoadedPlan plan_;
   int rank_;
   Communicator &comm_;
+  /// Where parameter `index`'s local slice lives: its own tensor, or its
+  /// range of its pack.
+  uint8_t *parameterData(int index);
+  const uint8_t *parameterData(int index) const;
+
+  /// By parameter; a packed piece keeps its dtype and shape here, and its
+  /// bytes (empty here) in packs_.
   std::vector<HostTensor> params_;
+  /// Plan.parameter_packs: each pack's pieces end to end; a PackedParameter
+  /// tensor reads it as is.
+  std::vector<HostTensor> packs_;
+  ParameterPacking packing_;
   std::vector<HostTensor> state_;
   std::map<int, std::vector<uint8_t>> arenas_; // per function index
   bool profiling_ = false;

@@ -3,10 +3,12 @@
 #include "runtime/CheckedMath.h"
 #include "runtime/HostTensor.h"
 #include "runtime/ScheduleCheck.h"
+#include "runtime/Views.h"
 #include "runtime/cpu/ShapeRules.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -215,6 +217,32 @@ bool validDType(braid::plan::DType d) {
   return int(d) >= 0 && int(d) <= int(braid::plan::DType::I64);
 }
 
+int numParameterPacks(const braid::plan::Plan &plan) {
+  return plan.parameter_packs() ? int(plan.parameter_packs()->size()) : 0;
+}
+
+// The local shape of pack `k` of a plan whose packs passed
+// checkParameterPacks: its pieces' local shapes stacked on dim 0.
+Shape packShape(const braid::plan::Plan &plan, int k) {
+  const braid::plan::ParameterPack *pack =
+      plan.parameter_packs()->Get(unsigned(k));
+  Shape shape;
+  for (int i : *pack->pieces()) {
+    Shape local = toShape(plan.parameters()->Get(unsigned(i))->local_shape());
+    if (shape.empty())
+      shape = local;
+    else
+      shape[0] += local[0];
+  }
+  return shape;
+}
+
+// The dtype of pack `k` (its pieces'), on a checked plan.
+braid::plan::DType packDType(const braid::plan::Plan &plan, int k) {
+  int first = plan.parameter_packs()->Get(unsigned(k))->pieces()->Get(0);
+  return plan.parameters()->Get(unsigned(first))->dtype();
+}
+
 // Checks one function; `fn` is the prefix every message starts with.
 class FunctionChecker {
 public:
@@ -293,6 +321,24 @@ private:
                         dtypeName(p->dtype()));
         if (t->buffer_offset() != -1)
           return errorf(fn_, "parameter tensor ", i,
+                        " must have buffer_offset -1 (not in the arena)");
+        break;
+      }
+      case TensorKind::PackedParameter: {
+        int numPacks = numParameterPacks(plan_);
+        if (t->ref() < 0 || t->ref() >= numPacks)
+          return errorf(fn_, "packed parameter tensor ", i,
+                        " refers to parameter pack ", t->ref(), " of ",
+                        numPacks);
+        Shape pack = packShape(plan_, t->ref());
+        braid::plan::DType dtype = packDType(plan_, t->ref());
+        if (pack != shape || dtype != t->dtype())
+          return errorf(fn_, "packed parameter tensor ", i, " is ",
+                        formatShape(shape), " x ", dtypeName(t->dtype()),
+                        " but parameter pack ", t->ref(), " is ",
+                        formatShape(pack), " x ", dtypeName(dtype));
+        if (t->buffer_offset() != -1)
+          return errorf(fn_, "packed parameter tensor ", i,
                         " must have buffer_offset -1 (not in the arena)");
         break;
       }
@@ -734,6 +780,9 @@ private:
         if (k == TensorKind::Parameter || k == TensorKind::Input)
           return errorf(fn_, "op ", oi, " writes tensor ", r,
                         " which is a parameter or input");
+        if (k == TensorKind::PackedParameter)
+          return errorf(fn_, "op ", oi, " writes tensor ", r,
+                        " which is a packed parameter (read-only)");
         producer[size_t(r)] = int(oi);
         defined[size_t(r)] = false;
       }
@@ -877,11 +926,14 @@ private:
 // plan can therefore place a [long] vector at an address that is 4 but not 8
 // modulo 8, and every read of it (toShape, offsets, sizes) is a misaligned
 // int64 load: undefined behavior, a fault on strict-alignment targets.
-// FlatBufferBuilder always aligns vectors to their element size, so this
-// rejects only corrupted plans. Checked before any element is read.
+// FlatBufferBuilder always aligns non-empty vectors to their element size,
+// so this rejects only corrupted plans. Checked before any element is read.
+// An empty vector (a scalar's shape) has no element to read, and the
+// builder does not align it (PreAlign skips a zero length).
 template <typename T>
 static bool alignedVector(const flatbuffers::Vector<T> *v) {
-  return !v || reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) == 0;
+  return !v || v->size() == 0 ||
+         reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) == 0;
 }
 
 static Status checkVectorAlignment(const braid::plan::Plan &root) {
@@ -914,6 +966,89 @@ static Status checkVectorAlignment(const braid::plan::Plan &root) {
         }
     }
   return Status::ok();
+}
+
+// Plan.parameter_packs, on a plan whose parameters passed their checks:
+// every piece a parameter of at most one pack, the pieces of a pack of one
+// dtype, rank >= 1 and the same dims but dim 0, the stacked shape within
+// the tensor limits.
+static Status checkParameterPacks(const braid::plan::Plan &plan) {
+  int numParams = plan.parameters() ? int(plan.parameters()->size()) : 0;
+  std::vector<int> packOf(size_t(numParams), -1);
+  for (int k = 0; k < numParameterPacks(plan); ++k) {
+    const braid::plan::ParameterPack *pack =
+        plan.parameter_packs()->Get(unsigned(k));
+    std::string pn = "parameter pack " + std::to_string(k) + ": ";
+    const flatbuffers::Vector<int32_t> *pieces = pack->pieces();
+    if (pieces->size() == 0)
+      return errorf("parameter pack ", k, " has no pieces");
+    const braid::plan::Parameter *first = nullptr;
+    Shape firstShape;
+    std::vector<int64_t> rows;
+    for (unsigned j = 0; j < pieces->size(); ++j) {
+      int i = pieces->Get(j);
+      if (i < 0 || i >= numParams)
+        return errorf(pn, "piece ", j, " is parameter ", i, " but there are ",
+                      numParams);
+      const braid::plan::Parameter *p = plan.parameters()->Get(unsigned(i));
+      std::string name = "'" + p->name()->str() + "'";
+      if (packOf[size_t(i)] == k)
+        return errorf(pn, "parameter ", name, " is a piece twice");
+      if (packOf[size_t(i)] >= 0)
+        return errorf(pn, "parameter ", name,
+                      " is already a piece of parameter pack ",
+                      packOf[size_t(i)], " (a parameter is in one pack)");
+      packOf[size_t(i)] = k;
+      Shape local = toShape(p->local_shape());
+      if (local.empty())
+        return errorf(pn, "piece ", name,
+                      " has rank 0; pieces are stacked along dim 0");
+      if (!first) {
+        first = p;
+        firstShape = local;
+      } else if (p->dtype() != first->dtype()) {
+        return errorf(pn, "piece ", name, " is ", dtypeName(p->dtype()),
+                      " but piece '", first->name()->str(), "' is ",
+                      dtypeName(first->dtype()),
+                      "; the pieces of a pack share their dtype");
+      } else if (local.size() != firstShape.size() ||
+                 !std::equal(local.begin() + 1, local.end(),
+                             firstShape.begin() + 1)) {
+        return errorf(pn, "piece ", name, " is ", formatShape(local),
+                      " but piece '", first->name()->str(), "' is ",
+                      formatShape(firstShape),
+                      "; the pieces of a pack share every dim but dim 0");
+      }
+      rows.push_back(local[0]);
+    }
+    std::optional<int64_t> stacked = checkedSum(rows);
+    Shape shape = firstShape;
+    shape[0] = stacked ? *stacked : -1;
+    if (!stacked || !shapeWithinLimits(shape))
+      return errorf(pn, "its pieces stacked on dim 0 (", pieces->size(),
+                    " pieces, first ", formatShape(firstShape),
+                    ") make a tensor that is too large");
+  }
+  return Status::ok();
+}
+
+ParameterPacking braid::rt::parameterPacking(const plan::Plan &plan) {
+  ParameterPacking packing;
+  packing.places.resize(plan.parameters() ? plan.parameters()->size() : 0);
+  for (int k = 0; k < numParameterPacks(plan); ++k) {
+    ParameterPacking::Pack pack;
+    pack.shape = packShape(plan, k);
+    pack.dtype = packDType(plan, k);
+    // Row-major: dim 0 outermost, so the pieces lie end to end.
+    for (int i : *plan.parameter_packs()->Get(unsigned(k))->pieces()) {
+      const plan::Parameter *p = plan.parameters()->Get(unsigned(i));
+      packing.places[size_t(i)] = {k, pack.bytes};
+      pack.bytes += numElements(toShape(p->local_shape())) *
+                    int64_t(dtypeSize(p->dtype()));
+    }
+    packing.packs.push_back(std::move(pack));
+  }
+  return packing;
 }
 
 Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
@@ -981,6 +1116,7 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
         return errorf(pn, "local shape ", formatShape(local), " should be ",
                       formatShape(expect));
     }
+  BRAID_RETURN_IF_ERROR(checkParameterPacks(plan));
   if (plan.state())
     for (const plan::StateSlot *s : *plan.state()) {
       if (!validDType(s->dtype()))
@@ -1002,6 +1138,42 @@ Status braid::rt::checkPlanSemantics(const plan::Plan &plan) {
 
 namespace {
 /// The plan-level twin of braid-verify-schedule: streams, events and waits
+/// True when op `op` of `f` is a reshape or contiguous slice whose result
+/// the plan places exactly on its operand's bytes (runtime/Views.h): the
+/// runtimes copy nothing, so the op only reads.
+static bool isPlacedView(const braid::plan::Function &f,
+                         const braid::plan::Op &op) {
+  if ((op.opcode() != OpCode::Reshape && op.opcode() != OpCode::Slice) ||
+      !op.operands() || op.operands()->size() != 1 || !op.results() ||
+      op.results()->size() != 1)
+    return false;
+  const braid::plan::Tensor *x =
+      f.tensors()->Get(unsigned(op.operands()->Get(0)));
+  const braid::plan::Tensor *y =
+      f.tensors()->Get(unsigned(op.results()->Get(0)));
+  auto inArena = [](const braid::plan::Tensor *t) {
+    return t->kind() == TensorKind::Activation ||
+           t->kind() == TensorKind::Input;
+  };
+  if (!inArena(x) || !inArena(y) || x->dtype() != y->dtype())
+    return false;
+  Shape in =
+      x->shape() ? Shape(x->shape()->begin(), x->shape()->end()) : Shape{};
+  std::optional<int64_t> start = 0;
+  if (op.opcode() == OpCode::Slice) {
+    if (!op.offsets() || !op.sizes() || op.offsets()->size() != in.size() ||
+        op.sizes()->size() != in.size())
+      return false;
+    Shape offsets(op.offsets()->begin(), op.offsets()->end());
+    Shape sizes(op.sizes()->begin(), op.sizes()->end());
+    start = braid::contiguousSliceStart(in.data(), offsets.data(), sizes.data(),
+                                        in.size());
+  }
+  return start &&
+         y->buffer_offset() ==
+             x->buffer_offset() + *start * int64_t(dtypeSize(x->dtype()));
+}
+
 /// must order every pair of accesses to the same bytes (one a write) and
 /// every two collectives of different communicators. Runs on a plan that
 /// passed the semantic checks, so every index is in range.
@@ -1021,12 +1193,16 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
   }
   // The op whose write each tensor's readers must see: its producer, the
   // wait for an async payload, -1 for entry tensors.
+  // A placed view's readers see its operand's writer.
   std::vector<int> writer(f.tensors() ? f.tensors()->size() : 0, -1);
+  std::vector<bool> view(n, false);
   for (unsigned i = 0; i < n; ++i) {
     const braid::plan::Op *op = f.ops()->Get(i);
+    view[i] = isPlacedView(f, *op);
     if (op->results())
       for (int t : *op->results())
-        writer[size_t(t)] = arityOf(op->opcode()).asyncStart
+        writer[size_t(t)] = view[i] ? writer[size_t(op->operands()->Get(0))]
+                            : arityOf(op->opcode()).asyncStart
                                 ? waitOf[size_t(op->handle())]
                                 : int(i);
   }
@@ -1038,6 +1214,7 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
         numElements(shape) * int64_t(dtypeSize(x->dtype())), 1);
     switch (x->kind()) {
     case TensorKind::Parameter:
+    case TensorKind::PackedParameter:
       return std::nullopt; // read-only
     case TensorKind::State:
       return sched::Access{1 + int64_t(x->ref()), 0, bytes, write,
@@ -1065,7 +1242,7 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
       for (int t : *op->operands())
         if (auto a = location(t, false))
           acc.accesses.push_back(*a);
-    if (op->results())
+    if (op->results() && !view[i])
       for (int t : *op->results())
         if (auto a = location(t, true))
           acc.accesses.push_back(*a);

@@ -86,6 +86,26 @@ readRegularFile(const std::string &path, const char *what, uint64_t maxBytes);
 /// The semantic checks alone, on an already Verifier-checked plan.
 Status checkPlanSemantics(const plan::Plan &plan);
 
+/// Where Plan.parameter_packs put the parameters: each pack is one buffer
+/// holding its pieces' local slices end to end (row-major concatenation
+/// along dim 0), and a piece lives inside it, so reading the pack copies
+/// nothing and loading a piece by name fills the pack.
+struct ParameterPacking {
+  struct Pack {
+    Shape shape; // the pieces' local shapes stacked on dim 0
+    DType dtype = DType::F32;
+    int64_t bytes = 0;
+  };
+  struct Place {
+    int pack = -1;      // -1: a parameter stored on its own
+    int64_t offset = 0; // byte offset of the piece in its pack
+  };
+  std::vector<Pack> packs;   // by index in Plan.parameter_packs
+  std::vector<Place> places; // by index in Plan.parameters
+};
+/// The packing of a plan that passed checkPlanSemantics.
+ParameterPacking parameterPacking(const plan::Plan &plan);
+
 /// Position of world rank `worldRank` in plan group `group`.
 GroupPosition groupPosition(const plan::Plan &plan, int group, int worldRank);
 

@@ -38,6 +38,8 @@ const char *kindName(TensorKind kind) {
     return "input";
   case TensorKind::State:
     return "state";
+  case TensorKind::PackedParameter:
+    return "pack";
   }
   return "?";
 }
@@ -189,6 +191,20 @@ void braid::rt::printPlan(std::ostream &os, const plan::Plan &p) {
            << " shards " << s->shards() << " blocks " << s->blocks();
       os << "\n";
     }
+  if (p.parameter_packs()) {
+    // "pack 0 f32 12x4 = param 1 + param 2": the pieces stacked on dim 0.
+    ParameterPacking packing = parameterPacking(p);
+    for (unsigned i = 0; i < p.parameter_packs()->size(); ++i) {
+      const ParameterPacking::Pack &pack = packing.packs[i];
+      os << "pack " << i << " " << dtypeName(pack.dtype) << " ";
+      for (size_t d = 0; d < pack.shape.size(); ++d)
+        os << (d ? "x" : "") << pack.shape[d];
+      const auto *pieces = p.parameter_packs()->Get(i)->pieces();
+      for (unsigned j = 0; j < pieces->size(); ++j)
+        os << (j ? " + " : " = ") << "param " << pieces->Get(j);
+      os << "\n";
+    }
+  }
   if (p.state())
     for (unsigned i = 0; i < p.state()->size(); ++i) {
       const plan::StateSlot *s = p.state()->Get(i);

@@ -1,8 +1,9 @@
 //===- PlanText.h - Readable dump of a plan ---------------------*- C++ -*-===//
 //
-// One line per group, parameter, state slot, tensor, binding and op, in a
-// stable format that lit tests FileCheck (`braid-translate --plan-to-text`,
-// `braid-run --print-plan`). Only the attributes an opcode reads are shown.
+// One line per group, parameter, parameter pack, state slot, tensor,
+// binding and op, in a stable format that lit tests FileCheck
+// (`braid-translate --plan-to-text`, `braid-run --print-plan`). Only the
+// attributes an opcode reads are shown.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_PLANTEXT_H

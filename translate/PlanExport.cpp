@@ -136,6 +136,7 @@ private:
   LogicalResult collectGroups();
   FailureOr<int> groupIndex(Operation *op, StringRef symbol);
   FailureOr<int> parameterIndex(ParameterOp op);
+  FailureOr<int> packIndex(ParameterPackOp op);
   FailureOr<int> stateSlot(func::FuncOp func, unsigned argNumber);
   LogicalResult exportFunction(func::FuncOp func);
 
@@ -144,6 +145,7 @@ private:
   plan::PlanT plan_;
   llvm::StringMap<int> groups_;
   llvm::StringMap<int> parameters_;
+  std::map<std::vector<int>, int> packs_; // pieces -> pack index
   llvm::StringMap<int> slots_;
 };
 
@@ -318,6 +320,34 @@ FailureOr<int> PlanExporter::parameterIndex(ParameterOp op) {
   return it->second;
 }
 
+FailureOr<int> PlanExporter::packIndex(ParameterPackOp op) {
+  std::vector<int> pieces;
+  for (Value v : op.getPieces()) {
+    auto index = parameterIndex(v.getDefiningOp<ParameterOp>());
+    if (failed(index))
+      return failure();
+    pieces.push_back(*index);
+  }
+  auto [it, inserted] =
+      packs_.try_emplace(pieces, int(plan_.parameter_packs.size()));
+  if (!inserted)
+    return it->second;
+  // The runtime stores each piece inside its one pack.
+  for (const auto &[other, index] : packs_)
+    if (index != it->second)
+      for (int piece : pieces)
+        if (llvm::is_contained(other, piece))
+          return op.emitOpError("packs parameter '")
+                     << plan_.parameters[size_t(piece)]->name
+                     << "' that another pack also holds; a parameter is "
+                        "stored in at most one pack",
+                 failure();
+  auto pack = std::make_unique<plan::ParameterPackT>();
+  pack->pieces = std::move(pieces);
+  plan_.parameter_packs.push_back(std::move(pack));
+  return it->second;
+}
+
 FailureOr<int> PlanExporter::stateSlot(func::FuncOp func, unsigned arg) {
   auto name = func.getArgAttrOfType<StringAttr>(arg, "braid.state");
   Type type = func.getArgument(arg).getType();
@@ -408,6 +438,13 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
       if (failed(index))
         return failure();
       fx.roles[param.getResult()] = {plan::TensorKind::Parameter, *index};
+      continue;
+    }
+    if (auto pack = dyn_cast<ParameterPackOp>(op)) {
+      auto index = packIndex(pack);
+      if (failed(index))
+        return failure();
+      fx.roles[pack.getResult()] = {plan::TensorKind::PackedParameter, *index};
       continue;
     }
     // Events are attributes of plan ops: a record marks the last op issued

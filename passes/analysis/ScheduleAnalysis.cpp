@@ -41,7 +41,8 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
   }
   llvm::DenseMap<Value, int64_t> ownSpace;
   auto location = [&](Value v) -> std::optional<sched::Access> {
-    if (!isa<RankedTensorType>(v.getType()) || v.getDefiningOp<ParameterOp>())
+    if (!isa<RankedTensorType>(v.getType()) || v.getDefiningOp<ParameterOp>() ||
+        v.getDefiningOp<ParameterPackOp>())
       return std::nullopt; // parameters are read-only
     int64_t bytes = std::max<int64_t>(tensorBytes(v.getType()), 1);
     if (memory) {
@@ -66,8 +67,27 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     return sched::Access{it->second, 0, bytes, false};
   };
 
+  // With memory planned, a view placed inside its source's buffer is those
+  // bytes: its op writes nothing, and its readers must see the write of the
+  // value that owns the bytes.
+  auto placedView = [&](Value v) {
+    if (!memory)
+      return false;
+    std::optional<ViewOf> view = viewOf(v);
+    if (!view)
+      return false;
+    auto at = memory->offsets.find(v), src = memory->offsets.find(view->source);
+    return at != memory->offsets.end() && src != memory->offsets.end() &&
+           at->second == src->second + view->byteOffset;
+  };
+  auto owner = [&](Value v) {
+    while (placedView(v))
+      v = v.getDefiningOp()->getOperand(0);
+    return v;
+  };
+
   for (Operation &op : body) {
-    if (isa<ParameterOp>(op))
+    if (isa<ParameterOp, ParameterPackOp>(op))
       continue;
     s.index[&op] = int(s.ops.size());
     s.ops.push_back(&op);
@@ -103,12 +123,14 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     auto read = [&](Value v) {
       if (auto a = location(v)) {
         // The read must see its producer's write (entry values: none).
-        Operation *def = v.getDefiningOp();
+        Operation *def = owner(v).getDefiningOp();
         a->expectWriter = def ? s.index.lookup_or(def, -1) : -1;
         acc.accesses.push_back(*a);
       }
     };
     auto write = [&](Value v) {
+      if (placedView(v))
+        return;
       if (auto a = location(v)) {
         a->write = true;
         acc.accesses.push_back(*a);

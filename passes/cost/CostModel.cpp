@@ -257,8 +257,12 @@ static double resultBytes(Operation *op) {
 
 OpCost CostModel::cost(Operation *op) const {
   OpCost c;
-  if (isa<ParameterOp, func::ReturnOp, ReshapeOp>(op)) {
-    c.bound = "view"; // no kernel: parameters are resident, reshape a view
+  // No kernel: parameters (and packs of them) are resident, and a reshape
+  // or contiguous slice of an arena value is placed inside its operand's
+  // buffer (MemoryPlan.h, viewOf). Any other reshape or slice is a copy.
+  if (isa<ParameterOp, ParameterPackOp, func::ReturnOp>(op) ||
+      (op->getNumResults() == 1 && viewOf(op->getResult(0)))) {
+    c.bound = "view";
     return c;
   }
   if (isa<WaitOp>(op)) {

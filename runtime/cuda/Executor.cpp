@@ -294,7 +294,15 @@ private:
   int device_;
   int multiprocessors_ = 0; // sizes split-KV attention
   ExecutorOptions options_;
+  /// Plan.parameter_packs, one allocation each (cudaMalloc: 256-byte
+  /// aligned); a piece lives inside its pack, at any multiple of its
+  /// element size.
+  std::vector<DeviceMemory> packs_;
+  /// Parameters stored on their own (null for a packed piece).
   std::vector<DeviceMemory> params_;
+  /// Every parameter's device slice: its own allocation or its range of
+  /// its pack.
+  std::vector<void *> paramData_;
   std::vector<DeviceMemory> state_;
   std::vector<Stream> streams_;
   /// One communicator per (group, stream) the plan's collectives use, in
@@ -357,20 +365,36 @@ Status CudaRank::setUp() {
   const plan::Plan &p = plan_.root();
 
   // Parameters: this rank's slice of the deterministic weights, generated
-  // on the GPU with the CPU interpreter's formula (the same bits).
+  // on the GPU with the CPU interpreter's formula (the same bits). A piece
+  // of a pack is generated in place inside its pack.
+  ParameterPacking packing = parameterPacking(p);
+  for (const ParameterPacking::Pack &pack : packing.packs) {
+    DeviceMemory mem;
+    BRAID_CUDA_CHECK(
+        cudaMalloc(mem.out(), std::max<size_t>(size_t(pack.bytes), 1)));
+    packs_.push_back(std::move(mem));
+  }
   if (p.parameters())
-    for (const plan::Parameter *param : *p.parameters()) {
+    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
+      const plan::Parameter *param = p.parameters()->Get(i);
       auto [full, local, padded] = parameterShapes(*param);
       TensorRef t;
       t.dtype = param->dtype();
       t.shape = local;
       DeviceMemory mem;
-      BRAID_CUDA_CHECK(
-          cudaMalloc(mem.out(), std::max<size_t>(bytesOf(t), 1)));
-      t.data = mem.get();
+      const ParameterPacking::Place &place = packing.places[i];
+      if (place.pack >= 0) {
+        t.data = static_cast<uint8_t *>(packs_[size_t(place.pack)].get()) +
+                 place.offset;
+      } else {
+        BRAID_CUDA_CHECK(
+            cudaMalloc(mem.out(), std::max<size_t>(bytesOf(t), 1)));
+        t.data = mem.get();
+      }
       BRAID_RETURN_IF_ERROR(
           generateParameter(p, *param, rank_, options_.seed, t, nullptr));
       params_.push_back(std::move(mem));
+      paramData_.push_back(t.data);
     }
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   if (p.state())
@@ -450,7 +474,10 @@ Status CudaRank::prepareFunction(Function &fn) {
     for (const plan::Tensor *t : *f.tensors()) {
       switch (t->kind()) {
       case TensorKind::Parameter:
-        fn.ptr.push_back(params_[size_t(t->ref())].get());
+        fn.ptr.push_back(paramData_[size_t(t->ref())]);
+        break;
+      case TensorKind::PackedParameter:
+        fn.ptr.push_back(packs_[size_t(t->ref())].get());
         break;
       case TensorKind::State:
         fn.ptr.push_back(state_[size_t(t->ref())].get());
@@ -1166,8 +1193,14 @@ Status CudaRank::setParameter(const std::string &name,
   auto slot = parameterSlotFor(plan_.root(), name, local);
   if (!slot)
     return slot.status();
-  BRAID_CUDA_CHECK(cudaMemcpy(params_[*slot].get(), local.bytes.data(),
-                              local.bytes.size(), cudaMemcpyHostToDevice));
+  size_t bytes = size_t(numElements(local.shape)) * dtypeSize(local.dtype);
+  if (local.bytes.size() != bytes)
+    return errorf("parameter '", name, "': ", local.bytes.size(),
+                  " bytes for a ", formatShape(local.shape), " x ",
+                  dtypeName(local.dtype), " tensor of ", bytes);
+  // A packed piece is written inside its pack: the pack reads it at once.
+  BRAID_CUDA_CHECK(cudaMemcpy(paramData_[*slot], local.bytes.data(), bytes,
+                              cudaMemcpyHostToDevice));
   return Status::ok();
 }
 

@@ -40,10 +40,10 @@ std::vector<int64_t> shapeOf(const braid::plan::Tensor &t) {
 // each holds its tensor).
 bool overlap(const braid::plan::Tensor &a, const braid::plan::Tensor &b) {
   auto arena = [](const braid::plan::Tensor &t) {
-    return t.kind() != TensorKind::Parameter && t.kind() != TensorKind::State;
+    return t.kind() == TensorKind::Activation || t.kind() == TensorKind::Input;
   };
   if (!arena(a) || !arena(b))
-    return false; // parameters and state have their own allocations
+    return false; // parameters, packs and state have their own allocations
   int64_t a0 = a.buffer_offset(), b0 = b.buffer_offset();
   return a0 < b0 + b.buffer_size() && b0 < a0 + a.buffer_size();
 }

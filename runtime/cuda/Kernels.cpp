@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Kernels.h"
+#include "runtime/Views.h"
 #include "runtime/Weights.h"
 #include "runtime/cpu/ShapeRules.h"
 #include "runtime/cuda/CudaCheck.h"
@@ -505,6 +506,12 @@ Status cuda::slice(const TensorRef &x, const Shape &offsets, const Shape &sizes,
   for (size_t d = 0; d < r; ++d)
     first += offsets[d] * strides[d];
   if (numElements(sizes) == 0)
+    return Status::ok();
+  // A contiguous slice the plan placed on its own bytes is a view
+  // (runtime/Views.h): nothing to copy.
+  if (braid::contiguousSliceStart(x.shape.data(), offsets.data(), sizes.data(),
+                                  r) &&
+      y.data == static_cast<const uint8_t *>(x.data) + first * int64_t(es))
     return Status::ok();
   return stridedCopy(y.data, contiguousStrides(sizes),
                      static_cast<const uint8_t *>(x.data) + first * int64_t(es),

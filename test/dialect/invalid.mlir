@@ -948,3 +948,51 @@ func.func @add_rms_norm_weight(%x: tensor<4x8xf32>, %r: tensor<4x8xf32>, %w: ten
   %s, %y = braid.add_rms_norm %x, %r, %w {epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+func.func @pack_of_a_non_parameter(%w: tensor<4x8xf32>) -> tensor<8x8xf32> {
+  %p = braid.parameter "p" full [4, 8] : tensor<4x8xf32>
+  // expected-error@+1 {{'braid.parameter_pack' op piece 1 is not a braid.parameter result: a pack is made of parameters, which the runtime stores inside it}}
+  %0 = braid.parameter_pack %p, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @pack_repeats_a_piece() -> tensor<8x8xf32> {
+  %p = braid.parameter "p" full [4, 8] : tensor<4x8xf32>
+  // expected-error@+1 {{'braid.parameter_pack' op piece 1 repeats an earlier piece}}
+  %0 = braid.parameter_pack %p, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @pack_of_different_widths() -> tensor<8x8xf32> {
+  %p = braid.parameter "p" full [4, 8] : tensor<4x8xf32>
+  %q = braid.parameter "q" full [4, 6] : tensor<4x6xf32>
+  // expected-error@+1 {{parameter_pack: input 1 has size 6 in dim 1 but input 0 has 8}}
+  %0 = braid.parameter_pack %p, %q : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @pack_of_two_element_types() -> tensor<8x8xf32> {
+  %p = braid.parameter "p" full [4, 8] : tensor<4x8xf32>
+  %q = braid.parameter "q" full [4, 8] : tensor<4x8xbf16>
+  // expected-error@+1 {{parameter_pack: input element type 'bf16' does not match 'f32'}}
+  %0 = braid.parameter_pack %p, %q : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @pack_of_the_wrong_rows() -> tensor<9x8xf32> {
+  %p = braid.parameter "p" full [4, 8] : tensor<4x8xf32>
+  %q = braid.parameter "q" full [4, 8] : tensor<4x8xf32>
+  // expected-error@+1 {{parameter_pack: result shape [9, 8] does not match the expected [8, 8]}}
+  %0 = braid.parameter_pack %p, %q : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<9x8xf32>
+  return %0 : tensor<9x8xf32>
+}

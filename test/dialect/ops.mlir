@@ -9,6 +9,18 @@ braid.device_group @tp size 4
 // CHECK: braid.device_group @pp size 2
 braid.device_group @pp size 2
 
+// A fused QKV weight: this rank's slices of three named parameters, end to
+// end along dim 0.
+// CHECK-LABEL: func.func @parameter_pack
+// CHECK: braid.parameter_pack %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1024x4096xbf16>, tensor<256x4096xbf16>, tensor<256x4096xbf16>) -> tensor<1536x4096xbf16>
+func.func @parameter_pack() -> tensor<1536x4096xbf16> {
+  %q = braid.parameter "q.weight" full [4096, 4096] shard_dim 0 on @tp : tensor<1024x4096xbf16>
+  %k = braid.parameter "k.weight" full [1024, 4096] shard_dim 0 on @tp : tensor<256x4096xbf16>
+  %v = braid.parameter "v.weight" full [1024, 4096] shard_dim 0 on @tp : tensor<256x4096xbf16>
+  %w = braid.parameter_pack %q, %k, %v : (tensor<1024x4096xbf16>, tensor<256x4096xbf16>, tensor<256x4096xbf16>) -> tensor<1536x4096xbf16>
+  return %w : tensor<1536x4096xbf16>
+}
+
 // CHECK-LABEL: func.func @parameters
 func.func @parameters() -> (tensor<1024x4096xbf16>, tensor<768x576xf32>, tensor<128x512xbf16>, tensor<512xbf16>) {
   // CHECK: braid.parameter "model.layers.0.self_attn.q_proj.weight" full [4096, 4096] shard_dim 0 on @tp : tensor<1024x4096xbf16>

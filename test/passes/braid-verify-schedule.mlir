@@ -118,3 +118,34 @@ func.func @reused_too_early(%x: tensor<64xf32> {braid.input = "x", braid.buffer 
   %y = braid.add %b, %c {braid.buffers = array<i64: 768, 256>} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
   return %y : tensor<64xf32>
 }
+
+// -----
+
+// A view (a reshape placed on its operand's bytes) writes nothing: stream
+// 1 may read %a while stream 0 makes the view, and the view's reader sees
+// the silu's write. No diagnostic.
+func.func @view_on_another_stream(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}, tensor<8x8xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  %y = braid.gelu none %a {braid.stream = 1 : i64, braid.buffers = array<i64: 512, 256>} : tensor<64xf32>
+  %v = braid.reshape %a {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32> -> tensor<8x8xf32>
+  %z = braid.silu %v {braid.stream = 0 : i64, braid.buffers = array<i64: 768, 256>} : tensor<8x8xf32>
+  return %y, %z : tensor<64xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// The same reshape placed 4 bytes before its operand is a copy: it writes
+// bytes stream 1 is reading.
+func.func @copy_on_another_stream(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}, tensor<8x8xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  %e = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e {braid.stream = 1 : i64}
+  // expected-note@+1 {{the other op of the unordered pair}}
+  %y = braid.gelu none %a {braid.stream = 1 : i64, braid.buffers = array<i64: 512, 256>} : tensor<64xf32>
+  // expected-error@+1 {{'braid.reshape' op on stream 0 is not ordered with 'braid.gelu' on stream 1}}
+  %v = braid.reshape %a {braid.stream = 0 : i64, braid.buffers = array<i64: 252, 256>} : tensor<64xf32> -> tensor<8x8xf32>
+  %z = braid.silu %v {braid.stream = 0 : i64, braid.buffers = array<i64: 768, 256>} : tensor<8x8xf32>
+  return %y, %z : tensor<64xf32>, tensor<8x8xf32>
+}

@@ -475,3 +475,87 @@ TEST(Interpreter, StateSlotsReturnedSwappedAreAssignedAtOnce) {
               (std::vector<float>{10, 20}));
   }
 }
+
+// A matmul over a parameter pack gives exactly the matmuls over its pieces,
+// side by side, on every rank (each pack holds that rank's slices); a
+// piece set by name is seen through the pack at once.
+TEST(Interpreter, MatmulOverParameterPackIsTheMatmulsOverItsPieces) {
+  const int tp = 2;
+  PlanBuilder pb = packedProjectionPlan(tp);
+  auto runner = makeRunner(pb, /*seed=*/7);
+  ASSERT_TRUE(runner);
+  TensorMap in{{"x", f32({2, 3, 8}, wave(2 * 3 * 8, 0.4f))}};
+  const int64_t nq = 6 / tp, nk = 4 / tp, n = nq + nk;
+  // y's rows, each cut into its q and k columns, must be yq's and yk's.
+  auto expectSideBySide = [&](const TensorMap &out, const char *when) {
+    std::vector<float> y = out.at("y").toFloats();
+    std::vector<float> yq = out.at("yq").toFloats();
+    std::vector<float> yk = out.at("yk").toFloats();
+    ASSERT_EQ(y.size(), size_t(6 * n));
+    for (int64_t row = 0; row < 6; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        float want =
+            j < nq ? yq[size_t(row * nq + j)] : yk[size_t(row * nk + j - nq)];
+        // Bit for bit: the same dot products in the same order.
+        EXPECT_EQ(y[size_t(row * n + j)], want)
+            << when << " row " << row << " column " << j;
+      }
+  };
+  auto out = runner->run("prefill", {in});
+  ASSERT_TRUE(out) << out.status().message();
+  for (int r = 0; r < tp; ++r)
+    expectSideBySide((*out)[size_t(r)], "generated weights");
+  // The ranks hold different slices.
+  EXPECT_NE((*out)[0].at("y").toFloats(), (*out)[1].at("y").toFloats());
+
+  // New values for one piece, different on each rank.
+  std::vector<std::vector<float>> newK;
+  for (int r = 0; r < tp; ++r) {
+    newK.push_back(wave(nk * 8, 1.0f + float(r)));
+    ASSERT_TRUE(runner->rank(r).setParameter("k_proj.weight",
+                                             f32({nk, 8}, newK.back())));
+    EXPECT_EQ(runner->rank(r).parameter(1).toFloats(), newK.back());
+  }
+  auto after = runner->run("prefill", {in});
+  ASSERT_TRUE(after) << after.status().message();
+  for (int r = 0; r < tp; ++r) {
+    const TensorMap &o = (*after)[size_t(r)];
+    expectSideBySide(o, "after setParameter");
+    // q is untouched, k is the new one.
+    EXPECT_EQ(o.at("yq").toFloats(), (*out)[size_t(r)].at("yq").toFloats());
+    std::vector<float> x = in.at("x").toFloats(), yk = o.at("yk").toFloats();
+    for (int64_t row = 0; row < 6; ++row)
+      for (int64_t j = 0; j < nk; ++j) {
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < 8; ++kk)
+          acc += x[size_t(row * 8 + kk)] * newK[size_t(r)][size_t(j * 8 + kk)];
+        EXPECT_EQ(yk[size_t(row * nk + j)], acc) << "rank " << r;
+      }
+  }
+
+  // Strict mode reads the same pack.
+  runner->setStrict(true, 3);
+  auto strict = runner->run("prefill", {in});
+  ASSERT_TRUE(strict) << strict.status().message();
+  for (int r = 0; r < tp; ++r)
+    EXPECT_EQ((*strict)[size_t(r)].at("y").toFloats(),
+              (*after)[size_t(r)].at("y").toFloats());
+}
+
+// Packed pieces hold the weights generated for their names, as parameters
+// of their own would: where a piece lives changes no value.
+TEST(Interpreter, PackedPiecesHoldTheirGeneratedWeights) {
+  PlanBuilder pb = packedProjectionPlan(2);
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  auto runner = ThreadedRunner::create(*loaded, /*seed=*/11);
+  ASSERT_TRUE(runner) << runner.status().message();
+  const plan::Plan &p = loaded->root();
+  for (int r = 0; r < 2; ++r)
+    for (unsigned i = 0; i < 2; ++i) {
+      auto want = initialParameterValue(p, *p.parameters()->Get(i), r, 11);
+      ASSERT_TRUE(want) << want.status().message();
+      EXPECT_EQ((*runner)->rank(r).parameter(int(i)).bytes, want->bytes)
+          << "rank " << r << " parameter " << i;
+    }
+}

@@ -1,5 +1,6 @@
 //===- PlanLoaderTest.cpp - Loader accepts good plans, names bad ones -----===//
 #include "runtime/PlanLoader.h"
+#include "runtime/PlanText.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 using namespace braid::rt;
 using namespace braid::rt::test;
@@ -636,4 +639,168 @@ TEST(PlanLoader, RejectsHugeParameterAndStateShapes) {
   pb2.stateSlot("big", {int64_t(1) << 21, int64_t(1) << 21});
   EXPECT_CONTAINS(loadError(pb2), "state slot 'big': invalid or too large "
                                   "shape [2097152, 2097152]");
+}
+
+namespace {
+// y = x P^T over pack 0 = {q, k, v} ([3 + 2 + 2, 4] per rank of 2).
+PlanBuilder packPlan() {
+  PlanBuilder pb(2);
+  pb.group("tp", 2);
+  int q = pb.param("q_proj.weight", {6, 4}, {3, 4}, DType::F32, 0, 0);
+  int k = pb.param("k_proj.weight", {4, 4}, {2, 4}, DType::F32, 0, 0);
+  int v = pb.param("v_proj.weight", {4, 4}, {2, 4}, DType::F32, 0, 0);
+  int qkv = pb.pack({q, k, v});
+  FnBuilder f = pb.function("prefill");
+  int x = f.input("x", {2, 4});
+  int p = f.packedParam(qkv, pb.plan());
+  int y = f.tensor({2, 7});
+  f.op(OpCode::Matmul, {x, p}, {y}).transpose_b = true;
+  f.output("y", y);
+  return pb;
+}
+} // namespace
+
+TEST(PlanLoader, AcceptsParameterPacks) {
+  PlanBuilder pb = packPlan();
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  ParameterPacking packing = parameterPacking(loaded->root());
+  ASSERT_EQ(packing.packs.size(), 1u);
+  EXPECT_EQ(packing.packs[0].shape, (Shape{7, 4}));
+  EXPECT_EQ(packing.packs[0].dtype, DType::F32);
+  EXPECT_EQ(packing.packs[0].bytes, 7 * 4 * 4);
+  ASSERT_EQ(packing.places.size(), 3u);
+  EXPECT_EQ(packing.places[0].pack, 0);
+  EXPECT_EQ(packing.places[0].offset, 0);
+  EXPECT_EQ(packing.places[1].offset, 3 * 4 * 4);
+  EXPECT_EQ(packing.places[2].offset, 5 * 4 * 4);
+
+  // A parameter in no pack stays on its own.
+  PlanBuilder pb2 = packPlan();
+  pb2.param("o_proj.weight", {4, 4}, {4, 4});
+  auto loaded2 = loadPlan(pb2.finish());
+  ASSERT_TRUE(loaded2) << loaded2.status().message();
+  EXPECT_EQ(parameterPacking(loaded2->root()).places[3].pack, -1);
+}
+
+// A pack is read-only, like a parameter: two streams may read it with no
+// event between them, even while one writes arena bytes (here the pack
+// would overlap [-1, 111) if it were taken for an arena tensor).
+TEST(PlanLoader, PackedParameterIsReadOnlyForTheScheduleCheck) {
+  PlanBuilder pb = packPlan();
+  plan::FunctionT &fn = *pb.plan().functions[0];
+  FnBuilder f(fn);
+  int y2 = f.tensor({2, 7});
+  fn.num_streams = 2;
+  plan::OpT &mm = f.op(OpCode::Matmul, {0, 1}, {y2});
+  mm.transpose_b = true;
+  mm.stream = 1;
+  // Stream 1 writes the tensor at arena offset 64 first; stream 0 reads
+  // the pack unordered with it.
+  std::swap(fn.ops[0], fn.ops[1]);
+  std::swap(fn.tensors[2]->buffer_offset, fn.tensors[3]->buffer_offset);
+  f.output("y2", y2);
+  auto loaded = loadPlan(pb.finish());
+  EXPECT_TRUE(loaded) << loaded.status().message();
+}
+
+TEST(PlanLoader, RejectsMalformedParameterPacks) {
+  struct Case {
+    const char *what;
+    std::function<void(PlanBuilder &)> mutate;
+    const char *error;
+  };
+  auto pieces = [](PlanBuilder &pb) -> std::vector<int> & {
+    return pb.plan().parameter_packs[0]->pieces;
+  };
+  auto packTensor = [](PlanBuilder &pb) -> plan::TensorT & {
+    return *pb.plan().functions[0]->tensors[1];
+  };
+  const int64_t big = int64_t(1) << 40;
+  std::vector<Case> cases = {
+      {"piece out of range", [&](PlanBuilder &pb) { pieces(pb)[1] = 9; },
+       "parameter pack 0: piece 1 is parameter 9 but there are 3"},
+      {"negative piece", [&](PlanBuilder &pb) { pieces(pb)[0] = -1; },
+       "parameter pack 0: piece 0 is parameter -1 but there are 3"},
+      {"repeated piece", [&](PlanBuilder &pb) { pieces(pb)[2] = 0; },
+       "parameter pack 0: parameter 'q_proj.weight' is a piece twice"},
+      {"piece in two packs", [&](PlanBuilder &pb) { pb.pack({2}); },
+       "parameter pack 1: parameter 'v_proj.weight' is already a piece of "
+       "parameter pack 0"},
+      {"no pieces", [&](PlanBuilder &pb) { pieces(pb).clear(); },
+       "parameter pack 0 has no pieces"},
+      {"dtypes disagree",
+       [&](PlanBuilder &pb) {
+         pb.plan().parameters[1]->dtype = DType::BF16;
+         pb.plan().functions[0]->tensors[1]->dtype = DType::BF16;
+       },
+       "parameter pack 0: piece 'k_proj.weight' is bf16 but piece "
+       "'q_proj.weight' is f32; the pieces of a pack share their dtype"},
+      {"trailing dims disagree",
+       [&](PlanBuilder &pb) {
+         pb.plan().parameters[2]->full_shape = {4, 5};
+         pb.plan().parameters[2]->local_shape = {2, 5};
+       },
+       "parameter pack 0: piece 'v_proj.weight' is [2, 5] but piece "
+       "'q_proj.weight' is [3, 4]; the pieces of a pack share every dim but "
+       "dim 0"},
+      {"ranks disagree",
+       [&](PlanBuilder &pb) {
+         pb.plan().parameters[1]->full_shape = {4, 4, 1};
+         pb.plan().parameters[1]->local_shape = {2, 4, 1};
+       },
+       "piece 'k_proj.weight' is [2, 4, 1] but piece 'q_proj.weight' is "
+       "[3, 4]"},
+      {"rank 0", [&](PlanBuilder &pb) { pb.pack({pb.param("scale", {}, {})}); },
+       "parameter pack 1: piece 'scale' has rank 0; pieces are stacked "
+       "along dim 0"},
+      {"too large",
+       [&](PlanBuilder &pb) {
+         pb.pack({pb.param("a", {big}, {big}), pb.param("b", {big}, {big})});
+       },
+       "parameter pack 1: its pieces stacked on dim 0 (2 pieces, first "
+       "[1099511627776]) make a tensor that is too large"},
+      {"tensor names no pack", [&](PlanBuilder &pb) { packTensor(pb).ref = 1; },
+       "function 'prefill': packed parameter tensor 1 refers to parameter "
+       "pack 1 of 1"},
+      {"tensor shape is not the pack's",
+       [&](PlanBuilder &pb) {
+         packTensor(pb).shape = {6, 4};
+       },
+       "function 'prefill': packed parameter tensor 1 is [6, 4] x f32 but "
+       "parameter pack 0 is [7, 4] x f32"},
+      {"tensor dtype is not the pack's",
+       [&](PlanBuilder &pb) { packTensor(pb).dtype = DType::F16; },
+       "packed parameter tensor 1 is [7, 4] x f16 but parameter pack 0 is "
+       "[7, 4] x f32"},
+      {"tensor in the arena",
+       [&](PlanBuilder &pb) { packTensor(pb).buffer_offset = 0; },
+       "packed parameter tensor 1 must have buffer_offset -1"},
+      {"op writes the pack",
+       [&](PlanBuilder &pb) {
+         plan::FunctionT &fn = *pb.plan().functions[0];
+         fn.ops[0]->results[0] = 1;
+         fn.outputs[0]->tensor = 1;
+       },
+       "function 'prefill': op 0 writes tensor 1 which is a packed parameter "
+       "(read-only)"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    PlanBuilder pb = packPlan();
+    c.mutate(pb);
+    EXPECT_CONTAINS(loadError(pb), c.error);
+  }
+}
+
+TEST(PlanText, ShowsPacksAndPackedTensors) {
+  PlanBuilder pb = packPlan();
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  std::ostringstream text;
+  printPlan(text, loaded->root());
+  EXPECT_CONTAINS(text.str(),
+                  "\npack 0 f32 7x4 = param 0 + param 1 + param 2\n");
+  EXPECT_CONTAINS(text.str(), "\n  %1 pack 0 f32 7x4\n");
+  EXPECT_CONTAINS(text.str(), "\n  %2 = matmul %0, %1 {transpose_b = true}\n");
 }

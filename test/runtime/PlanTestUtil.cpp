@@ -37,6 +37,16 @@ int FnBuilder::param(int index, const plan::PlanT &plan) {
   return tensor(p.local_shape, p.dtype, TensorKind::Parameter, index);
 }
 
+int FnBuilder::packedParam(int index, const plan::PlanT &plan) {
+  const plan::ParameterPackT &pack = *plan.parameter_packs[size_t(index)];
+  const plan::ParameterT &first = *plan.parameters[size_t(pack.pieces[0])];
+  Shape shape = first.local_shape;
+  for (size_t j = 1; j < pack.pieces.size(); ++j)
+    shape[0] += plan.parameters[size_t(pack.pieces[j])]->local_shape[0];
+  return tensor(std::move(shape), first.dtype, TensorKind::PackedParameter,
+                index);
+}
+
 int FnBuilder::state(int slot, const plan::PlanT &plan) {
   const plan::StateSlotT &s = *plan.state[size_t(slot)];
   return tensor(s.shape, s.dtype, TensorKind::State, slot);
@@ -98,6 +108,13 @@ int PlanBuilder::stateSlot(const std::string &name, Shape shape, DType dtype) {
   return int(plan_.state.size()) - 1;
 }
 
+int PlanBuilder::pack(std::vector<int> pieces) {
+  auto p = std::make_unique<plan::ParameterPackT>();
+  p->pieces = std::move(pieces);
+  plan_.parameter_packs.push_back(std::move(p));
+  return int(plan_.parameter_packs.size()) - 1;
+}
+
 FnBuilder PlanBuilder::function(const std::string &name) {
   auto f = std::make_unique<plan::FunctionT>();
   f->name = name;
@@ -150,6 +167,26 @@ PlanBuilder exchangeStages(bool recvFirst, bool opBetween) {
     }
     f.output("y", y);
   }
+  return pb;
+}
+
+PlanBuilder packedProjectionPlan(int tp) {
+  PlanBuilder pb(tp);
+  pb.group("tp", tp);
+  int q = pb.param("q_proj.weight", {6, 8}, {6 / tp, 8}, DType::F32, 0, 0);
+  int k = pb.param("k_proj.weight", {4, 8}, {4 / tp, 8}, DType::F32, 0, 0);
+  int qk = pb.pack({q, k});
+  FnBuilder f = pb.function("prefill");
+  int x = f.input("x", {2, 3, 8});
+  int p = f.packedParam(qk, pb.plan());
+  int y = f.tensor({2, 3, 10 / tp}), yq = f.tensor({2, 3, 6 / tp}),
+      yk = f.tensor({2, 3, 4 / tp});
+  f.op(OpCode::Matmul, {x, p}, {y}).transpose_b = true;
+  f.op(OpCode::Matmul, {x, f.param(q, pb.plan())}, {yq}).transpose_b = true;
+  f.op(OpCode::Matmul, {x, f.param(k, pb.plan())}, {yk}).transpose_b = true;
+  f.output("y", y);
+  f.output("yq", yq);
+  f.output("yk", yk);
   return pb;
 }
 

@@ -22,6 +22,9 @@ public:
              TensorKind kind = TensorKind::Activation, int ref = -1);
   int input(const std::string &name, Shape shape, DType dtype = DType::F32);
   int param(int paramIndex, const plan::PlanT &plan);
+  /// A PackedParameter tensor of pack `packIndex` (its pieces' local
+  /// shapes stacked on dim 0, their dtype).
+  int packedParam(int packIndex, const plan::PlanT &plan);
   int state(int slot, const plan::PlanT &plan);
   void output(const std::string &name, int tensor);
   plan::OpT &op(OpCode code, std::vector<int> operands,
@@ -41,6 +44,8 @@ public:
             DType dtype = DType::F32, int shardDim = -1, int group = -1,
             int shards = 0, int blocks = 1);
   int stateSlot(const std::string &name, Shape shape, DType dtype = DType::F32);
+  /// A parameter pack of `pieces` (indices of parameters, in order).
+  int pack(std::vector<int> pieces);
   FnBuilder function(const std::string &name);
   plan::PlanT &plan() { return plan_; }
   std::vector<uint8_t> finish() const;
@@ -66,6 +71,13 @@ PlanBuilder sendRecvStages(int64_t n, int recvStream = 0);
 /// other rank (the receive first with `recvFirst`), with an add between
 /// the two with `opBetween` (so they are no group: P2PGroups.h).
 PlanBuilder exchangeStages(bool recvFirst, bool opBetween);
+
+/// A fused projection on `tp` (1 or 2) ranks of group "tp", function
+/// "prefill": "q_proj.weight" [6, 8] and "k_proj.weight" [4, 8], each cut
+/// on dim 0, are the pieces of pack 0 ([10 / tp, 8] per rank); input "x"
+/// [2, 3, 8]; outputs "y" = x P^T over the pack, "yq" = x Wq^T and "yk" =
+/// x Wk^T over the pieces read as parameters of their own.
+PlanBuilder packedProjectionPlan(int tp);
 
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens,

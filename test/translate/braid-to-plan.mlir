@@ -17,19 +17,21 @@ braid.device_group @dp size 2
 // CHECK-NEXT: state 0 "k_cache" bf16 1x16x1x4
 // CHECK-NEXT: state 1 "v_cache" bf16 1x16x1x4
 
-// Without memory planning buffers are bump-allocated (256-byte aligned).
-// CHECK-LABEL: func "prefill" arena 5632 streams 1 events 0 handles 1
+// Without memory planning buffers are bump-allocated (256-byte aligned);
+// views (the first position, a contiguous slice, and its reshape) sit on
+// their operand's bytes.
+// CHECK-LABEL: func "prefill" arena 4096 streams 1 events 0 handles 1
 // CHECK-NEXT: %0 input 0 i32 1x4 at 0 +256
 // CHECK-NEXT: %1 input 1 i32 1x4 at 256 +256
 // CHECK-NEXT: %2 state 0 bf16 1x16x1x4
 // CHECK-NEXT: %3 state 1 bf16 1x16x1x4
-// CHECK-NEXT: %4 activation i32 1x1 at 512 +256
-// CHECK-NEXT: %5 activation i32 1 at 768 +256
+// CHECK-NEXT: %4 activation i32 1x1 at 256 +4
+// CHECK-NEXT: %5 activation i32 1 at 256 +4
 // CHECK-NEXT: %6 param 0 bf16 5x8
-// CHECK-NEXT: %7 activation bf16 1x4x8 at 1024 +256
+// CHECK-NEXT: %7 activation bf16 1x4x8 at 512 +256
 // With braid-plan-memory's placement, buffers are reused: the wait's
 // payload takes input_ids' place once the embedding has read it.
-// PLANNED-LABEL: func "prefill" arena 1536
+// PLANNED-LABEL: func "prefill" arena 1280
 // PLANNED-NEXT: %0 input 0 i32 1x4 at 0 +256
 // PLANNED: %7 activation bf16 1x4x8 at 512 +256
 // PLANNED-NEXT: %8 activation bf16 1x4x8 at 0 +256
