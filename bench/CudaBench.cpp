@@ -35,7 +35,6 @@
 #include "runtime/cuda/DeviceKernels.h" // the attention tiling, reported
 #include "runtime/cuda/Executor.h"
 #include "runtime/cuda/Gemm.h"
-#include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/Resources.h"
@@ -262,7 +261,6 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
   std::map<GemmKey, std::vector<std::string>> shapes; // -> functions
   const plan::Plan &p = loaded.root();
   for (const plan::Function *f : *p.functions()) {
-    std::map<int, cu::GemmEpilogue> epilogues = cu::findGemmEpilogues(*f);
     for (unsigned i = 0; i < f->ops()->size(); ++i) {
       const plan::Op *op = f->ops()->Get(i);
       if (syncOpcode(op->opcode()) != plan::OpCode::Matmul)
@@ -275,11 +273,13 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
                                a.dtype());
       if (!g)
         return g.status();
-      // The epilogue the executor fuses into this GEMM, if any.
-      auto fused = epilogues.find(int(i));
-      if (fused != epilogues.end()) {
-        g->bias = fused->second.bias >= 0;
-        g->gelu = fused->second.gelu;
+      // The epilogue the compiler put on this matmul (batch 1 and a tanh
+      // GELU: what the executor asks cuBLASLt for).
+      bool tanhOrNone = !op->matmul_gelu() || op->gelu_approximation() ==
+                                                  plan::GeluApproximation::Tanh;
+      if (g->batch == 1 && tanhOrNone) {
+        g->bias = op->matmul_bias();
+        g->gelu = op->matmul_gelu();
       }
       auto &fns = shapes[GemmKey{*g}];
       if (std::find(fns.begin(), fns.end(), f->name()->str()) == fns.end())

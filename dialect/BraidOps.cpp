@@ -373,9 +373,19 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &tables) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulOp::verify() {
-  return checkMatmul(getLoc(), tensorType(getA()), tensorType(getB()),
-                     tensorType(getResult()), getTransposeA(),
-                     getTransposeB());
+  RankedTensorType result = tensorType(getResult());
+  if (failed(checkMatmul(getLoc(), tensorType(getA()), tensorType(getB()),
+                         result, getTransposeA(), getTransposeB())))
+    return failure();
+  if (!getBias())
+    return success();
+  RankedTensorType bias = tensorType(getBias());
+  if (bias.getElementType() != result.getElementType() || bias.getRank() != 1 ||
+      bias.getDimSize(0) != result.getShape().back())
+    return emitOpError("bias must be [")
+           << result.getShape().back() << "] of " << result.getElementType()
+           << " (the result's last dim and element type), got " << bias;
+  return success();
 }
 
 LogicalResult AddOp::verify() {

@@ -145,7 +145,7 @@ def Braid_ParameterPackOp : Braid_Op<"parameter_pack", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
-  let summary = "Matrix multiply with optional operand transposes";
+  let summary = "Matrix multiply with optional operand transposes and epilogue";
   let description = [{
     `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `b` is `[K, N]`
     (`[N, K]` with `transpose_b`) or carries the same leading batch dims as
@@ -153,14 +153,36 @@ def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
     element type. Hugging Face `nn.Linear` weights are `[out, in]`, so a
     projection is `matmul %x, %w {transpose_b}`.
 
+    Epilogue: with `bias` (`[N]`, the result's element type) the bias is
+    added to every row, and with `gelu` the GELU (`tanh` or `none`, as
+    `braid.gelu`) is applied after it, both on the fp32 accumulator before
+    the one rounding to the storage type: cuBLASLt's `BIAS`/`GELU_BIAS`
+    epilogues. `braid-fuse-compute` forms them from a matmul whose only
+    reader is the bias add (and the add's, the GELU); in f32 the result is
+    bit for bit the separate ops'.
+
     ```mlir
     %y = braid.matmul %x, %w {transpose_b} : (tensor<2x16x512xbf16>, tensor<128x512xbf16>) -> tensor<2x16x128xbf16>
+    %h = braid.matmul %x, %w bias %b gelu tanh : (tensor<1x8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<1x8x3072xf32>
     ```
   }];
   let arguments = (ins Braid_FloatTensor:$a, Braid_FloatTensor:$b,
-                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+                       Optional<Braid_FloatTensor>:$bias,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                       OptionalAttr<Braid_GeluApprox>:$gelu);
   let results = (outs Braid_FloatTensor:$result);
-  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $a `,` $b (`bias` $bias^)? (`gelu` $gelu^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    // A plain matmul, no epilogue.
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$a,
+                   "::mlir::Value":$b, "bool":$transposeA,
+                   "bool":$transposeB), [{
+      build($_builder, $_state, result, a, b, /*bias=*/::mlir::Value(),
+            transposeA, transposeB, /*gelu=*/nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

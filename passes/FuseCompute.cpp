@@ -43,8 +43,8 @@ SiluOp siluOnlyFeeding(Value v, Operation *user) {
 /// x's element type, and `mm` carries no schedule attributes.
 ParameterOp projectionWeight(MatmulOp mm) {
   auto w = mm.getB().getDefiningOp<ParameterOp>();
-  if (!w || !mm.getTransposeB() || mm.getTransposeA() ||
-      hasDiscardableAttrs(mm) || w.getType().getRank() != 2)
+  if (!w || !mm.getTransposeB() || mm.getTransposeA() || mm.getBias() ||
+      mm.getGelu() || hasDiscardableAttrs(mm) || w.getType().getRank() != 2)
     return nullptr;
   auto x = cast<RankedTensorType>(mm.getA().getType());
   if (x.getElementType() != w.getType().getElementType() ||
@@ -75,6 +75,12 @@ struct BraidFuseComputePass
       for (RopeOp rope : ropes)
         if (!erased.count(rope))
           fuseAdjacentRopes(rope, ropes, erased);
+    }
+    if (epilogues) {
+      SmallVector<MatmulOp> mms;
+      getOperation().walk([&](MatmulOp op) { mms.push_back(op); });
+      for (MatmulOp mm : mms)
+        fuseEpilogue(mm);
     }
     SmallVector<MulOp> muls;
     getOperation().walk([&](MulOp op) { muls.push_back(op); });
@@ -325,6 +331,61 @@ struct BraidFuseComputePass
           slice->erase();
       }
     }
+  }
+
+  /// The only reader of `v`, when `v` has exactly one use, in `v`'s block,
+  /// without schedule attributes.
+  static Operation *onlyReader(Value v) {
+    if (!v.hasOneUse())
+      return nullptr;
+    Operation *user = *v.getUsers().begin();
+    if (user->getBlock() != v.getParentBlock() || hasDiscardableAttrs(user))
+      return nullptr;
+    return user;
+  }
+
+  /// matmul -> add of an [N] bias -> tanh GELU, each the only reader of the
+  /// one before: one matmul with a bias and GELU epilogue (cuBLASLt's
+  /// BIAS / GELU_BIAS), at the last absorbed op's place. An exact (erf)
+  /// GELU stays its own op: cuBLASLt has no epilogue for it. A residual
+  /// add (same shape as the result) is not a bias.
+  void fuseEpilogue(MatmulOp mm) {
+    if (mm.getBias() || mm.getGelu() || hasDiscardableAttrs(mm))
+      return;
+    auto type = cast<RankedTensorType>(mm.getType());
+    SmallVector<Operation *, 3> chain{mm}; // the ops the epilogue absorbs
+    Value bias;
+    if (auto add = dyn_cast_or_null<AddOp>(onlyReader(mm.getResult()))) {
+      Value other =
+          add.getLhs() == mm.getResult() ? add.getRhs() : add.getLhs();
+      auto otherType = cast<RankedTensorType>(other.getType());
+      if (add.getType() == type && otherType.getRank() == 1 &&
+          otherType.getDimSize(0) == type.getShape().back() &&
+          otherType.getElementType() == type.getElementType() &&
+          other != mm.getResult()) {
+        bias = other;
+        chain.push_back(add);
+      }
+    }
+    GeluApproximationAttr gelu;
+    if (auto g =
+            dyn_cast_or_null<GeluOp>(onlyReader(chain.back()->getResult(0))))
+      if (g.getApproximation() == GeluApproximation::tanh &&
+          g.getType() == type) {
+        gelu = g.getApproximationAttr();
+        chain.push_back(g);
+      }
+    if (chain.size() == 1)
+      return;
+    Operation *last = chain.back();
+    OpBuilder b(last);
+    auto fused = MatmulOp::create(
+        b, b.getFusedLoc({mm.getLoc(), last->getLoc()}), type, mm.getA(),
+        mm.getB(), bias, mm.getTransposeAAttr(), mm.getTransposeBAttr(), gelu);
+    last->getResult(0).replaceAllUsesWith(fused.getResult());
+    // Each absorbed op's only reader is the next: erase from the last.
+    for (Operation *op : llvm::reverse(chain))
+      op->erase();
   }
 
   void fuseSwiglu(MulOp mul) {

@@ -52,6 +52,12 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
       keep their names, so checkpoints and synthetic weights load as
       before. Requires `transpose_b` weights that are `braid.parameter`
       results of one element type with the input.
+    - A matmul whose only reader adds an `[N]` bias, and that add's only
+      reader a tanh GELU (GPT-2's c_fc; c_attn and Qwen2's q/k/v without
+      the GELU), becomes one matmul with a `bias` and `gelu` epilogue, which
+      the CUDA executor runs as cuBLASLt's BIAS / GELU_BIAS epilogue (the
+      executor has no fusion of its own). An erf GELU, or a residual add
+      (same shape as the result), stays its own op.
 
     Before:
     ```mlir
@@ -76,6 +82,8 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
   let options = [
     Option<"matmuls", "matmuls", "bool", /*default=*/"true",
            "Fuse matmuls that share their input (Q/K/V, gate/up)">,
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "Fuse a bias add and a tanh GELU into the matmul before them">,
   ];
 }
 

@@ -453,7 +453,7 @@ FailureOr<Projection> matchProjection(Value v, FlatSymbolRefAttr group,
   }
   p.matmul = x.getDefiningOp<MatmulOp>();
   if (!p.matmul || !p.matmul->hasOneUse() || !p.matmul.getTransposeB() ||
-      p.matmul.getTransposeA()) {
+      p.matmul.getTransposeA() || p.matmul.getBias() || p.matmul.getGelu()) {
     why = "an attention input is not an nn.Linear projection";
     return failure();
   }
@@ -486,7 +486,8 @@ FailureOr<OutputProjection> matchOutput(AttentionOp att,
     return failure();
   o.matmul = dyn_cast<MatmulOp>(*o.reshape->getUsers().begin());
   if (!o.matmul || !o.matmul->hasOneUse() || !o.matmul.getTransposeB() ||
-      o.matmul.getA() != o.reshape.getResult())
+      o.matmul.getA() != o.reshape.getResult() || o.matmul.getBias() ||
+      o.matmul.getGelu())
     return failure();
   o.weight = o.matmul.getB().getDefiningOp<ParameterOp>();
   if (!isPlainShard(o.weight, group, 1, groupSize, why))

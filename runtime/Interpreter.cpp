@@ -356,9 +356,19 @@ Status OpRunner::compute(const plan::Op &op) {
   auto operand = [&](unsigned i) { return op.operands()->Get(i); };
   auto result = [&](unsigned i) { return op.results()->Get(i); };
   switch (op.opcode()) {
-  case OpCode::Matmul:
-    return store(result(0), matmul(loadF(operand(0)), loadF(operand(1)),
-                                   op.transpose_a(), op.transpose_b()));
+  case OpCode::Matmul: {
+    auto y = matmul(loadF(operand(0)), loadF(operand(1)), op.transpose_a(),
+                    op.transpose_b());
+    // The epilogue works on the f32 result before the one rounding: the
+    // separate add and gelu ops' arithmetic, so bit for bit theirs in f32.
+    if (y && op.matmul_bias())
+      y = binary(BinaryKind::Add, *y, loadF(operand(2)));
+    if (y && op.matmul_gelu())
+      y = gelu(*y, op.gelu_approximation() == plan::GeluApproximation::Tanh
+                       ? GeluKind::Tanh
+                       : GeluKind::Erf);
+    return store(result(0), std::move(y));
+  }
   case OpCode::Add:
   case OpCode::Mul:
     return store(result(0), binary(op.opcode() == OpCode::Add ? BinaryKind::Add

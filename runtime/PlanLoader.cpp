@@ -505,6 +505,18 @@ private:
                       formatShape(dims->result), ", a ", formatShape(in(0)),
                       op.transpose_a() ? "^T" : "", " x b ", formatShape(in(1)),
                       op.transpose_b() ? "^T" : "");
+      // The epilogue reads bias[n] for every row: it must be [N].
+      if (op.matmul_bias() &&
+          (in(2).size() != 1 || out(0).empty() || in(2)[0] != out(0).back()))
+        return errorf(where, "bias (tensor ", op.operands()->Get(2), ") shape ",
+                      formatShape(in(2)), " should be [",
+                      out(0).empty() ? 0 : out(0).back(),
+                      "], the result's last dim");
+      if (op.matmul_gelu() &&
+          op.gelu_approximation() != braid::plan::GeluApproximation::None &&
+          op.gelu_approximation() != braid::plan::GeluApproximation::Tanh)
+        return errorf(where, "unknown GELU approximation ",
+                      int(op.gelu_approximation()));
       break;
     }
     case OpCode::Reshape: {
@@ -690,6 +702,10 @@ private:
     };
     switch (op.opcode()) {
     case OpCode::Matmul:
+      if (op.matmul_bias())
+        BRAID_RETURN_IF_ERROR(
+            needSame("the bias", operand(2), "operand 0", operand(0)));
+      [[fallthrough]];
     case OpCode::Add:
     case OpCode::Mul:
     case OpCode::Swiglu:
@@ -806,6 +822,9 @@ private:
       if (op->opcode() == OpCode::Attention)
         arityOk = (nOperands == 3 && nResults == 1) ||
                   (nOperands == 6 && nResults == 3);
+      // A matmul with a bias epilogue reads the bias as a third operand.
+      if (op->opcode() == OpCode::Matmul)
+        arityOk = nOperands == (op->matmul_bias() ? 3 : 2) && nResults == 1;
       if (!arityOk)
         return errorf(where, "has ", nOperands, " operands and ", nResults,
                       " results");

@@ -71,6 +71,13 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
       add("transpose_a") << "true";
     if (op.transpose_b())
       add("transpose_b") << "true";
+    if (op.matmul_bias())
+      add("bias") << "true"; // the third operand
+    if (op.matmul_gelu())
+      add("gelu") << (op.gelu_approximation() ==
+                              braid::plan::GeluApproximation::Tanh
+                          ? "tanh"
+                          : "none");
     break;
   case OpCode::RmsNorm:
   case OpCode::LayerNorm:

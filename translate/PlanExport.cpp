@@ -511,6 +511,13 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->opcode = plan::OpCode::Matmul;
               o->transpose_a = m.getTransposeA();
               o->transpose_b = m.getTransposeB();
+              o->matmul_bias = bool(m.getBias());
+              if (auto gelu = m.getGelu()) {
+                o->matmul_gelu = true;
+                o->gelu_approximation = *gelu == GeluApproximation::tanh
+                                            ? plan::GeluApproximation::Tanh
+                                            : plan::GeluApproximation::None;
+              }
               return success();
             })
             .Case([&](AddOp) {

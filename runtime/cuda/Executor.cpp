@@ -8,7 +8,6 @@
 #include "runtime/cuda/DeviceComm.h"
 #include "runtime/cuda/DeviceSelect.h"
 #include "runtime/cuda/Gemm.h"
-#include "runtime/cuda/GemmFusion.h"
 #include "runtime/cuda/HostRendezvous.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/LibraryCheck.h"
@@ -239,8 +238,9 @@ private:
     Event fork;
     std::vector<Event> join; // one per streams.forkedStreams
     std::map<int, GemmPlan> gemms;     // by op index
-    std::map<int, GemmEpilogue> epilogues; // fused chains, by matmul index
-    std::vector<bool> absorbed;        // ops a fused GEMM runs (not launched)
+    /// Matmuls whose epilogue (bias, GELU) cuBLASLt applies; any other
+    /// matmul with an epilogue runs it as kernels after its GEMM.
+    std::set<int> epilogueInGemm;
     std::vector<int> p2pGroupEnds;     // P2PGroups.h
     std::map<int, DeviceMemory> staging; // by op index
     /// Scaled RoPE frequency tables (rope_inv_freq), by op index; uploaded
@@ -526,10 +526,6 @@ Status CudaRank::prepareFunction(Function &fn) {
     BRAID_CUDA_CHECK(cudaMalloc(fn.stateScratch.out(), scratch));
   // Everything a step needs is decided here, outside any capture: GEMM
   // algorithms (with their fused epilogues) and collective staging buffers.
-  std::map<int, GemmEpilogue> chains;
-  if (options_.fuseEpilogues)
-    chains = findGemmEpilogues(f);
-  fn.absorbed.assign(f.ops() ? f.ops()->size() : 0, false);
   fn.p2pGroupEnds = p2pGroupEnds(f);
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
@@ -548,30 +544,30 @@ Status CudaRank::prepareFunction(Function &fn) {
         align.a = addressAlignment(a.data);
         align.b = addressAlignment(b.data);
         align.c = addressAlignment(fn.ptr[size_t(op.results()->Get(0))]);
-        auto chain = chains.find(int(i));
-        bool fusedPlanned = false;
-        if (chain != chains.end() && shape->batch == 1) {
+        // The compiler decided the epilogue (braid-fuse-compute); cuBLASLt
+        // applies a bias and a tanh GELU to one (unbatched) GEMM, when it
+        // has an algorithm for them. Otherwise the GEMM runs plain and the
+        // epilogue as kernels after it (runOp).
+        bool tanhOrNone =
+            !op.matmul_gelu() ||
+            op.gelu_approximation() == plan::GeluApproximation::Tanh;
+        if ((op.matmul_bias() || op.matmul_gelu()) && options_.fuseEpilogues &&
+            shape->batch == 1 && tanhOrNone) {
           GemmShape fused = *shape;
-          fused.bias = chain->second.bias >= 0;
-          fused.gelu = chain->second.gelu;
+          fused.bias = op.matmul_bias();
+          fused.gelu = op.matmul_gelu();
           GemmAlignment fusedAlign = align;
-          fusedAlign.c = addressAlignment(fn.ptr[size_t(chain->second.output)]);
           if (fused.bias)
             fusedAlign.bias =
-                addressAlignment(fn.ptr[size_t(chain->second.bias)]);
-          // cuBLASLt may have no algorithm for the epilogue (dtype, shape,
-          // alignment): the chain then runs as its own ops.
+                addressAlignment(fn.ptr[size_t(op.operands()->Get(2))]);
           auto gemm = GemmPlan::create(lt_.get(), fused,
                                        options_.gemmWorkspaceBytes, fusedAlign);
           if (gemm) {
-            for (int absorbed : chain->second.absorbed)
-              fn.absorbed[size_t(absorbed)] = true;
-            fn.epilogues.emplace(int(i), chain->second);
+            fn.epilogueInGemm.insert(int(i));
             fn.gemms.emplace(int(i), std::move(*gemm));
-            fusedPlanned = true;
           }
         }
-        if (!fusedPlanned) {
+        if (!fn.gemms.count(int(i))) {
           auto gemm = GemmPlan::create(lt_.get(), *shape,
                                        options_.gemmWorkspaceBytes, align);
           if (!gemm)
@@ -730,16 +726,26 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
     // streams never share split-K partials.
     void *workspace = workspaces_[size_t(op.stream())].get();
     size_t wsBytes = workspace ? options_.gemmWorkspaceBytes : 0;
-    auto fused = fn.epilogues.find(index);
-    if (fused == fn.epilogues.end())
-      return fn.gemms.at(index).run(lt_.get(), operand(0).data,
-                                    operand(1).data, result(0).data,
-                                    workspace, wsBytes, stream);
-    const GemmEpilogue &e = fused->second;
-    return fn.gemms.at(index).run(
-        lt_.get(), operand(0).data, operand(1).data, fn.ptr[size_t(e.output)],
-        workspace, wsBytes, stream,
-        e.bias >= 0 ? fn.ptr[size_t(e.bias)] : nullptr);
+    bool inGemm = fn.epilogueInGemm.count(index) > 0;
+    BRAID_RETURN_IF_ERROR(fn.gemms.at(index).run(
+        lt_.get(), operand(0).data, operand(1).data, result(0).data, workspace,
+        wsBytes, stream,
+        inGemm && op.matmul_bias() ? operand(2).data : nullptr));
+    if (inGemm)
+      return Status::ok();
+    // The epilogue cuBLASLt could not take, in place on the result (each
+    // element is read and written by one thread). Rounds after each step,
+    // unlike the fused form: within the plan's tolerance, not bit for bit.
+    if (op.matmul_bias())
+      BRAID_RETURN_IF_ERROR(
+          binary(BinaryKind::Add, result(0), operand(2), result(0), stream));
+    if (op.matmul_gelu())
+      return gelu(result(0), result(0),
+                  op.gelu_approximation() == plan::GeluApproximation::Tanh
+                      ? GeluKind::Tanh
+                      : GeluKind::Erf,
+                  stream);
+    return Status::ok();
   }
   case OpCode::Add:
   case OpCode::Mul:
@@ -860,8 +866,7 @@ Status CudaRank::enqueue(Function &fn) {
         groupEnd = fn.p2pGroupEnds[i];
         BRAID_RETURN_IF_ERROR(group->groupStart());
       }
-      // An absorbed op ran inside its chain's GEMM (zero time here).
-      Status st = fn.absorbed[i] ? Status::ok() : runOp(fn, int(i), stream);
+      Status st = runOp(fn, int(i), stream);
       // The group is closed even when a member failed.
       if (group && (int(i) + 1 == groupEnd || !st)) {
         Status closed = group->groupEnd();

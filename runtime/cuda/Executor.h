@@ -57,8 +57,9 @@ struct ExecutorOptions {
   /// (empty: GPU r). One process per rank: devices[local rank] (empty: the
   /// local rank modulo the GPUs the process sees; DeviceSelect.h).
   std::vector<int> devices;
-  /// Run matmul -> bias add -> tanh GELU chains as one cuBLASLt GEMM with
-  /// an epilogue (GemmFusion.h); off: every op is its own launch.
+  /// Run a matmul's epilogue (bias, tanh GELU: matmul_bias / matmul_gelu,
+  /// decided by braid-fuse-compute) inside its cuBLASLt GEMM; off, or when
+  /// cuBLASLt has no algorithm for it: as kernels after the GEMM.
   bool fuseEpilogues = true;
   /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
   /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses

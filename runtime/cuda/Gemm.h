@@ -27,7 +27,8 @@ struct GemmShape {
   bool transposeA = false, transposeB = false;
   bool batchedB = false; // B carries A's batch dims
   DType dtype = DType::BF16;
-  // Epilogue (GemmFusion.h), applied to the fp32 accumulator before the
+  // Epilogue (a matmul's matmul_bias / matmul_gelu, decided by
+  // braid-fuse-compute), applied to the fp32 accumulator before the
   // rounding: C = gelu_tanh(A B + bias), bias [N] broadcast over rows.
   // Only for batch 1 (after folding).
   bool bias = false;

@@ -996,3 +996,19 @@ func.func @pack_of_the_wrong_rows() -> tensor<9x8xf32> {
   %0 = braid.parameter_pack %p, %q : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<9x8xf32>
   return %0 : tensor<9x8xf32>
 }
+
+// -----
+
+func.func @matmul_bias_of_the_wrong_width(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>) -> tensor<2x4xf32> {
+  // expected-error@+1 {{'braid.matmul' op bias must be [4] of 'f32' (the result's last dim and element type), got 'tensor<8xf32>'}}
+  %0 = braid.matmul %x, %w bias %b : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @matmul_bias_of_another_type(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xbf16>) -> tensor<2x4xf32> {
+  // expected-error@+1 {{'braid.matmul' op bias must be [4] of 'f32' (the result's last dim and element type), got 'tensor<4xbf16>'}}
+  %0 = braid.matmul %x, %w bias %b : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xbf16>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

@@ -1,5 +1,6 @@
 // RUN: braid-opt %s --braid-fuse-compute --split-input-file | FileCheck %s
 // RUN: braid-opt %s --braid-fuse-compute=matmuls=false --split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: braid-opt %s --braid-fuse-compute=epilogues=false --split-input-file | FileCheck %s --check-prefix=NOEPI
 
 // Q, K and V of one token (GQA: K and V narrower): one matmul against the
 // pack of the three weights, in their order, and three slices of its
@@ -139,17 +140,20 @@ func.func @ropes_apart(%x: tensor<1x1x48xf32>, %p: tensor<1x1xi32>, %p2: tensor<
 // -----
 
 // Qwen2's projection biases: each projection's only reader adds a 1-D bias
-// parameter, so the biases pack too and one add follows the fused matmul.
+// parameter, so the biases pack too, and their one add becomes the fused
+// matmul's bias epilogue.
 // CHECK-LABEL: func.func @biased
 // CHECK: %[[W:.*]] = braid.parameter_pack %{{.*}}, %{{.*}} : (tensor<32x16xf32>, tensor<8x16xf32>) -> tensor<40x16xf32>
-// CHECK-NEXT: %[[Y:.*]] = braid.matmul %{{.*}}, %[[W]] {transpose_b}
-// CHECK-NEXT: %[[BQ:.*]] = braid.parameter "q.bias" full [32]
+// CHECK: %[[BQ:.*]] = braid.parameter "q.bias" full [32]
 // CHECK-NEXT: %[[BK:.*]] = braid.parameter "k.bias" full [8]
 // CHECK-NEXT: %[[B:.*]] = braid.parameter_pack %[[BQ]], %[[BK]] : (tensor<32xf32>, tensor<8xf32>) -> tensor<40xf32>
-// CHECK-NEXT: %[[S:.*]] = braid.add %[[Y]], %[[B]] : (tensor<1x1x40xf32>, tensor<40xf32>) -> tensor<1x1x40xf32>
-// CHECK-NEXT: braid.slice %[[S]] offsets [0, 0, 0] sizes [1, 1, 32]
-// CHECK-NEXT: braid.slice %[[S]] offsets [0, 0, 32] sizes [1, 1, 8]
+// CHECK-NEXT: %[[Y:.*]] = braid.matmul %{{.*}}, %[[W]] bias %[[B]] {transpose_b} : (tensor<1x1x16xf32>, tensor<40x16xf32>, tensor<40xf32>) -> tensor<1x1x40xf32>
+// CHECK-NEXT: braid.slice %[[Y]] offsets [0, 0, 0] sizes [1, 1, 32]
+// CHECK-NEXT: braid.slice %[[Y]] offsets [0, 0, 32] sizes [1, 1, 8]
 // CHECK-NOT: braid.add
+// Without epilogues, the packed add stays an add.
+// NOEPI-LABEL: func.func @biased
+// NOEPI: braid.add %{{.*}}, %{{.*}} : (tensor<1x1x40xf32>, tensor<40xf32>) -> tensor<1x1x40xf32>
 func.func @biased(%x: tensor<1x1x16xf32>) -> (tensor<1x1x32xf32>, tensor<1x1x8xf32>) {
   %wq = braid.parameter "q.weight" full [32, 16] : tensor<32x16xf32>
   %q = braid.matmul %x, %wq {transpose_b} : (tensor<1x1x16xf32>, tensor<32x16xf32>) -> tensor<1x1x32xf32>

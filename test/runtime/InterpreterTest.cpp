@@ -479,6 +479,40 @@ TEST(Interpreter, StateSlotsReturnedSwappedAreAssignedAtOnce) {
 // A matmul over a parameter pack gives exactly the matmuls over its pieces,
 // side by side, on every rank (each pack holds that rank's slices); a
 // piece set by name is seen through the pack at once.
+// A matmul's epilogue (bias, GELU) is the separate add and gelu ops'
+// arithmetic on the f32 result: bit for bit in f32, for both GELUs.
+TEST(Interpreter, MatmulEpilogueIsTheSeparateOpsBitForBit) {
+  for (bool tanh : {true, false}) {
+    PlanBuilder fused = gpt2MlpPlan(DType::F32, tanh);
+    // The same MLP as five ops.
+    PlanBuilder pb;
+    int w1 = pb.param("h.0.mlp.c_fc.weight", {64, 128}, {64, 128});
+    int b1 = pb.param("h.0.mlp.c_fc.bias", {128}, {128});
+    int w2 = pb.param("h.0.mlp.c_proj.weight", {128, 64}, {128, 64});
+    int b2 = pb.param("h.0.mlp.c_proj.bias", {64}, {64});
+    FnBuilder f = pb.function("prefill");
+    int x = f.input("x", {2, 8, 64});
+    int h = f.tensor({2, 8, 128}), hb = f.tensor({2, 8, 128}),
+        g = f.tensor({2, 8, 128}), y = f.tensor({2, 8, 64}),
+        yb = f.tensor({2, 8, 64});
+    f.op(OpCode::Matmul, {x, f.param(w1, pb.plan())}, {h});
+    f.op(OpCode::Add, {h, f.param(b1, pb.plan())}, {hb});
+    f.op(OpCode::Gelu, {hb}, {g}).gelu_approximation =
+        tanh ? plan::GeluApproximation::Tanh : plan::GeluApproximation::None;
+    f.op(OpCode::Matmul, {g, f.param(w2, pb.plan())}, {y});
+    f.op(OpCode::Add, {y, f.param(b2, pb.plan())}, {yb});
+    f.output("y", yb);
+    TensorMap in{{"x", f32({2, 8, 64}, wave(2 * 8 * 64, 0.3f))}};
+    auto a = makeRunner(fused, /*seed=*/5), b = makeRunner(pb, /*seed=*/5);
+    ASSERT_TRUE(a && b);
+    auto outA = a->run("prefill", {in}), outB = b->run("prefill", {in});
+    ASSERT_TRUE(outA) << outA.status().message();
+    ASSERT_TRUE(outB) << outB.status().message();
+    EXPECT_EQ((*outA)[0].at("y").bytes, (*outB)[0].at("y").bytes)
+        << (tanh ? "tanh" : "erf");
+  }
+}
+
 TEST(Interpreter, MatmulOverParameterPackIsTheMatmulsOverItsPieces) {
   const int tp = 2;
   PlanBuilder pb = packedProjectionPlan(tp);

@@ -314,6 +314,45 @@ TEST(PlanLoader, RejectsSwigluOperandsOfTwoShapesOrTypes) {
                                     "operand 0 (tensor 0) is f32");
 }
 
+TEST(PlanLoader, RejectsMatmulEpiloguesThatDoNotFit) {
+  // a [2, 8] x b [8, 4] + bias, as the flags say.
+  auto build = [](bool flag, bool biasOperand, Shape bias, DType biasType,
+                  int gelu = 0) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int a = f.input("a", {2, 8});
+    int b = f.input("b", {8, 4});
+    int c = f.input("c", bias, biasType);
+    int y = f.tensor({2, 4});
+    std::vector<int> operands{a, b};
+    if (biasOperand)
+      operands.push_back(c);
+    plan::OpT &mm = f.op(OpCode::Matmul, operands, {y});
+    mm.matmul_bias = flag;
+    mm.matmul_gelu = gelu != 0;
+    mm.gelu_approximation = plan::GeluApproximation(gelu == 2 ? 7 : 1);
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder good = build(true, true, {4}, DType::F32, 1);
+  EXPECT_TRUE(loadPlan(good.finish()));
+  PlanBuilder noBias = build(true, false, {4}, DType::F32);
+  EXPECT_CONTAINS(loadError(noBias), "has 2 operands and 1 results");
+  PlanBuilder unflagged = build(false, true, {4}, DType::F32);
+  EXPECT_CONTAINS(loadError(unflagged), "has 3 operands and 1 results");
+  PlanBuilder wide = build(true, true, {8}, DType::F32);
+  EXPECT_CONTAINS(loadError(wide), "bias (tensor 2) shape [8] should be [4], "
+                                   "the result's last dim");
+  PlanBuilder matrix = build(true, true, {2, 4}, DType::F32);
+  EXPECT_CONTAINS(loadError(matrix), "bias (tensor 2) shape [2, 4] should be "
+                                     "[4]");
+  PlanBuilder typed = build(true, true, {4}, DType::BF16);
+  EXPECT_CONTAINS(loadError(typed), "the bias (tensor 2) is bf16 but operand "
+                                    "0 (tensor 0) is f32");
+  PlanBuilder approx = build(true, true, {4}, DType::F32, 2);
+  EXPECT_CONTAINS(loadError(approx), "unknown GELU approximation 7");
+}
+
 TEST(PlanLoader, RejectsAddRmsNormOfWrongShapesOrTypes) {
   auto build = [](Shape residual, Shape weight, DType residualType) {
     PlanBuilder pb(1);

@@ -215,6 +215,27 @@ PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
   return pb;
 }
 
+PlanBuilder gpt2MlpPlan(DType dt, bool tanhGelu) {
+  PlanBuilder pb;
+  int w1 = pb.param("h.0.mlp.c_fc.weight", {64, 128}, {64, 128}, dt);
+  int b1 = pb.param("h.0.mlp.c_fc.bias", {128}, {128}, dt);
+  int w2 = pb.param("h.0.mlp.c_proj.weight", {128, 64}, {128, 64}, dt);
+  int b2 = pb.param("h.0.mlp.c_proj.bias", {64}, {64}, dt);
+  FnBuilder f = pb.function("prefill");
+  int x = f.input("x", {2, 8, 64}, dt);
+  int g = f.tensor({2, 8, 128}, dt), y = f.tensor({2, 8, 64}, dt);
+  plan::OpT &up = f.op(
+      OpCode::Matmul, {x, f.param(w1, pb.plan()), f.param(b1, pb.plan())}, {g});
+  up.matmul_bias = true;
+  up.matmul_gelu = true;
+  up.gelu_approximation =
+      tanhGelu ? plan::GeluApproximation::Tanh : plan::GeluApproximation::None;
+  f.op(OpCode::Matmul, {g, f.param(w2, pb.plan()), f.param(b2, pb.plan())}, {y})
+      .matmul_bias = true;
+  f.output("y", y);
+  return pb;
+}
+
 std::vector<float> wave(int64_t n, float phase) {
   std::vector<float> v;
   for (int64_t i = 0; i < n; ++i)

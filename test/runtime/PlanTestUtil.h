@@ -79,6 +79,11 @@ PlanBuilder exchangeStages(bool recvFirst, bool opBetween);
 /// x Wk^T over the pieces read as parameters of their own.
 PlanBuilder packedProjectionPlan(int tp);
 
+/// GPT-2's MLP with its epilogues on the matmuls (what braid-fuse-compute
+/// makes of it): input x [2, 8, 64], output y = gelu(x W1 + b1) W2 + b2,
+/// the GELU tanh-approximated or exact (erf).
+PlanBuilder gpt2MlpPlan(DType dt, bool tanhGelu = true);
+
 PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens,
                             DType dtype = DType::F32);
