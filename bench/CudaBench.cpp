@@ -3,6 +3,7 @@
 //
 // braid-cuda-bench PLAN.bplan [--iters N] [--warmup W] [--position P]
 //                  [--gemm-algos K] [--torch FILE.json] [--smoke]
+//                  [--against OTHER.bplan]
 //
 // Everything issue 6 asks to measure, in one run on one GPU, as ratios:
 //   1. decode-step latency: CUDA Graph replay vs eager launch of the same
@@ -21,6 +22,10 @@
 //      not, launched back to back from a CUDA Graph over enough copies of
 //      the KV cache that L2 (50 MB on an H100) cannot hold them: the
 //      per-op events of 4. include launch latency, this does not.
+//   6. with --against (the same model compiled with --fuse-compute=false,
+//      say): both plans' decode steps (graph and eager) and, per op kind,
+//      how many ops and how much time each step spends, side by side, and
+//      the largest difference between their decode logits.
 // Prints markdown tables (docs/benchmarks.md records them). Exit 77 with
 // the reason when no GPU is usable. --smoke: 3 iterations and 2 GEMM
 // candidates, for ctest on GPU machines (checks that it runs, times
@@ -43,6 +48,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -63,6 +69,7 @@ struct Options {
   int64_t position = -1; // decode position; -1: the last cache row
   int gemmAlgos = 16;
   std::string torch;
+  std::string against; // a second plan to compare with, side by side
   bool smoke = false;
 };
 
@@ -98,6 +105,11 @@ Expected<Options> parseArgs(int argc, char **argv) {
       if (!v)
         return v.status();
       o.torch = *v;
+    } else if (a == "--against") {
+      auto v = value();
+      if (!v)
+        return v.status();
+      o.against = *v;
     } else if (a == "--smoke")
       o.smoke = true;
     else if (!a.empty() && a[0] == '-')
@@ -112,7 +124,7 @@ Expected<Options> parseArgs(int argc, char **argv) {
   if (o.plan.empty())
     return errorf("usage: braid-cuda-bench PLAN.bplan [--iters N] [--warmup "
                   "W] [--position P] [--gemm-algos K] [--torch FILE.json] "
-                  "[--smoke]");
+                  "[--smoke] [--against OTHER.bplan]");
   if (o.smoke) {
     o.iters = 3;
     o.warmup = 1;
@@ -159,6 +171,7 @@ struct StepTimes {
   std::vector<double> device, host;
   std::vector<OpTime> ops; // with profiling: the last timed decode step
   std::vector<OpTime> prefillOps;
+  cu::TensorMap lastDecode; // the last decode step's outputs
 };
 
 /// Prefill once, then `warmup` + `iters` decode steps at the fixed
@@ -186,6 +199,7 @@ Expected<StepTimes> timeSteps(const LoadedPlan &loaded, bool graph,
     t.device.push_back((*runner)->lastTiming().deviceMs);
     t.host.push_back((*runner)->lastTiming().hostLaunchMs);
     t.ops = (*runner)->lastProfile();
+    t.lastDecode = std::move(out->front());
   }
   return t;
 }
@@ -701,6 +715,81 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
   return Status::ok();
 }
 
+/// Item 6: `loaded` (with its measured steps) against the plan o.against,
+/// run the same way on the same inputs.
+Status compareWith(const LoadedPlan &loaded, const StepTimes &graph,
+                   const StepTimes &eager, const StepTimes &profiled,
+                   const Inputs &in, const Options &o) {
+  auto other = loadPlanFile(o.against);
+  if (!other)
+    return other.status();
+  if (other->root().world_size() != 1)
+    return errorf("--against: ", o.against, " has ",
+                  other->root().world_size(), " ranks, the benchmark runs tp 1");
+  auto og = timeSteps(*other, true, false, in, o);
+  if (!og)
+    return errorf("--against, graph: ", og.status().message());
+  auto oe = timeSteps(*other, false, false, in, o);
+  if (!oe)
+    return errorf("--against, eager: ", oe.status().message());
+  auto op = timeSteps(*other, false, true, in, o);
+  if (!op)
+    return errorf("--against, eager, profiled: ", op.status().message());
+  double g = median(graph.device), e = median(eager.device);
+  double g2 = median(og->device), e2 = median(oe->device);
+  std::cout << "\n## Against " << o.against
+            << " (decode step, same inputs)\n\n| runner | this plan ms | "
+               "other plan ms | other / this |\n|---|---|---|---|\n"
+            << std::fixed << std::setprecision(4) << "| CUDA Graph | " << g
+            << " | " << g2 << " | " << std::setprecision(3) << g2 / g
+            << " |\n"
+            << std::setprecision(4) << "| eager | " << e << " | " << e2
+            << " | " << std::setprecision(3) << e2 / e << " |\n";
+  // Per op kind: launches and summed time in one eager, profiled step.
+  struct Kind {
+    int count[2] = {0, 0};
+    double ms[2] = {0, 0};
+  };
+  std::map<std::string, Kind> kinds;
+  for (int side = 0; side < 2; ++side)
+    for (const OpTime &t : side == 0 ? profiled.ops : op->ops) {
+      Kind &k = kinds[t.name];
+      ++k.count[side];
+      k.ms[side] += t.seconds * 1e3;
+    }
+  std::cout << "\n| op | this plan: ops | ms | other plan: ops | ms |\n"
+               "|---|---|---|---|---|\n";
+  Kind total;
+  for (const auto &[name, k] : kinds) {
+    std::cout << "| " << name << " | " << k.count[0] << " | "
+              << std::setprecision(4) << k.ms[0] << " | " << k.count[1]
+              << " | " << k.ms[1] << " |\n";
+    for (int side = 0; side < 2; ++side) {
+      total.count[side] += k.count[side];
+      total.ms[side] += k.ms[side];
+    }
+  }
+  std::cout << "| all | " << total.count[0] << " | " << total.ms[0] << " | "
+            << total.count[1] << " | " << total.ms[1] << " |\n";
+  // Numbers: the decode outputs of the last timed step, element by element.
+  for (const auto &[name, mine] : graph.lastDecode) {
+    auto theirs = og->lastDecode.find(name);
+    if (theirs == og->lastDecode.end() || theirs->second.shape != mine.shape)
+      continue;
+    std::vector<float> a = mine.toFloats(), b = theirs->second.toFloats();
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+      scale = std::max(scale, double(std::fabs(b[i])));
+    }
+    std::cout << "\ndecode output '" << name << "': largest difference "
+              << std::scientific << std::setprecision(3) << worst
+              << " (largest magnitude " << scale << ")\n";
+  }
+  std::cout.unsetf(std::ios::floatfield);
+  return Status::ok();
+}
+
 Status run(const Options &o) {
   auto loaded = loadPlanFile(o.plan);
   if (!loaded)
@@ -767,7 +856,10 @@ Status run(const Options &o) {
   std::cout.unsetf(std::ios::floatfield);
   BRAID_RETURN_IF_ERROR(benchGemms(*loaded, o));
   printMemoryBound(*loaded, *profiled, in, *bw);
-  return benchDecodeAttention(*loaded, in, *bw, o);
+  BRAID_RETURN_IF_ERROR(benchDecodeAttention(*loaded, in, *bw, o));
+  if (o.against.empty())
+    return Status::ok();
+  return compareWith(*loaded, *graph, *eager, *profiled, in, o);
 }
 
 } // namespace
