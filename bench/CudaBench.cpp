@@ -220,7 +220,8 @@ struct GemmKey {
   bool operator<(const GemmKey &o) const {
     auto tie = [](const cu::GemmShape &g) {
       return std::make_tuple(g.batch, g.m, g.n, g.k, g.transposeA, g.transposeB,
-                             g.batchedB, int(g.dtype), g.bias, g.gelu);
+                             g.batchedB, int(g.dtype), g.bias, g.gelu,
+                             g.residual);
     };
     return tie(s) < tie(o.s);
   }
@@ -230,7 +231,7 @@ struct GemmKey {
 /// together they exceed L2 and every launch reads its operands from HBM,
 /// as a decode step does (each weight is read once per step).
 struct GemmOperands {
-  cu::DeviceMemory a, b, c, bias;
+  cu::DeviceMemory a, b, c, bias, residual;
 };
 
 /// Mean milliseconds of `plan` over `iters` back-to-back launches, launch i
@@ -242,7 +243,7 @@ Expected<double> timeGemm(cublasLtHandle_t lt, const cu::GemmPlan &plan,
   auto launch = [&](int i) {
     const GemmOperands &x = sets[size_t(i) % sets.size()];
     return plan.run(lt, x.a.get(), x.b.get(), x.c.get(), ws, wsBytes, stream,
-                    x.bias.get());
+                    x.bias.get(), x.residual.get());
   };
   for (int i = 0; i < std::max(o.warmup, 1); ++i)
     BRAID_RETURN_IF_ERROR(launch(i));
@@ -294,6 +295,7 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
       if (g->batch == 1 && tanhOrNone) {
         g->bias = op->matmul_bias();
         g->gelu = op->matmul_gelu();
+        g->residual = op->matmul_residual();
       }
       auto &fns = shapes[GemmKey{*g}];
       if (std::find(fns.begin(), fns.end(), f->name()->str()) == fns.end())
@@ -347,6 +349,11 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
         BRAID_RETURN_IF_ERROR(
             uploadRandom(x.bias.get(), s.dtype, s.n, uint32_t(3 * k + 3)));
       }
+      if (s.residual) {
+        BRAID_CUDA_CHECK(cudaMalloc(x.residual.out(), size_t(s.m * s.n) * es));
+        BRAID_RETURN_IF_ERROR(uploadRandom(x.residual.get(), s.dtype, s.m * s.n,
+                                           uint32_t(3 * k + 4)));
+      }
     }
     auto candidates = cu::GemmPlan::candidates(lt, s, wsBytes, o.gemmAlgos);
     if (!candidates)
@@ -368,9 +375,10 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
     std::cout << std::fixed << "| " << where << " | " << s.batch << " x " << s.m
               << " x " << s.n << " x " << s.k << " | " << dtypeName(s.dtype)
               << " | "
-              << (s.gelu   ? "bias + gelu"
-                  : s.bias ? "bias"
-                           : "none")
+              << (s.gelu       ? (s.bias ? "bias + gelu" : "gelu")
+                  : s.residual ? (s.bias ? "bias + residual" : "residual")
+                  : s.bias     ? "bias"
+                               : "none")
               << " | " << sets << " | " << std::setprecision(2) << ours * 1e3
               << " | " << std::setprecision(1) << flops / (ours * 1e-3) / 1e12
               << " | " << std::setprecision(2) << best * 1e3 << " | "

@@ -377,6 +377,14 @@ LogicalResult MatmulOp::verify() {
   if (failed(checkMatmul(getLoc(), tensorType(getA()), tensorType(getB()),
                          result, getTransposeA(), getTransposeB())))
     return failure();
+  if (Value residual = getResidual()) {
+    if (residual.getType() != result)
+      return emitOpError("residual must be ")
+             << result << " (the result's type), got " << residual.getType();
+    if (getGelu())
+      return emitOpError("cannot have both a residual and a GELU: cuBLASLt "
+                         "adds the residual before the activation");
+  }
   if (!getBias())
     return success();
   RankedTensorType bias = tensorType(getBias());

@@ -144,7 +144,7 @@ def Braid_ParameterPackOp : Braid_Op<"parameter_pack", [Pure]> {
 // Compute ops
 //===----------------------------------------------------------------------===//
 
-def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
+def Braid_MatmulOp : Braid_Op<"matmul", [Pure, AttrSizedOperandSegments]> {
   let summary = "Matrix multiply with optional operand transposes and epilogue";
   let description = [{
     `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `b` is `[K, N]`
@@ -154,25 +154,30 @@ def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
     projection is `matmul %x, %w {transpose_b}`.
 
     Epilogue: with `bias` (`[N]`, the result's element type) the bias is
-    added to every row, and with `gelu` the GELU (`tanh` or `none`, as
-    `braid.gelu`) is applied after it, both on the fp32 accumulator before
-    the one rounding to the storage type: cuBLASLt's `BIAS`/`GELU_BIAS`
-    epilogues. `braid-fuse-compute` forms them from a matmul whose only
-    reader is the bias add (and the add's, the GELU); in f32 the result is
-    bit for bit the separate ops'.
+    added to every row, then with `residual` (the result's type) the
+    residual, or with `gelu` the GELU (`tanh` or `none`, as `braid.gelu`);
+    all on the fp32 accumulator before the one rounding to the storage
+    type: cuBLASLt's `BIAS`/`GELU_BIAS` epilogues, and its `C` input with
+    beta 1 for the residual (which cuBLASLt adds before an activation, so a
+    matmul has a residual or a GELU, not both). `braid-fuse-compute` forms
+    them from a matmul whose only reader is the bias add (and the add's,
+    the GELU or the residual add); in f32 the result is bit for bit the
+    separate ops'.
 
     ```mlir
     %y = braid.matmul %x, %w {transpose_b} : (tensor<2x16x512xbf16>, tensor<128x512xbf16>) -> tensor<2x16x128xbf16>
     %h = braid.matmul %x, %w bias %b gelu tanh : (tensor<1x8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<1x8x3072xf32>
+    %o = braid.matmul %h, %w2 bias %b2 residual %x : (tensor<1x8x3072xf32>, tensor<3072x768xf32>, tensor<768xf32>, tensor<1x8x768xf32>) -> tensor<1x8x768xf32>
     ```
   }];
   let arguments = (ins Braid_FloatTensor:$a, Braid_FloatTensor:$b,
                        Optional<Braid_FloatTensor>:$bias,
+                       Optional<Braid_FloatTensor>:$residual,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
                        OptionalAttr<Braid_GeluApprox>:$gelu);
   let results = (outs Braid_FloatTensor:$result);
   let assemblyFormat = [{
-    $a `,` $b (`bias` $bias^)? (`gelu` $gelu^)? attr-dict `:` functional-type(operands, results)
+    $a `,` $b (`bias` $bias^)? (`residual` $residual^)? (`gelu` $gelu^)? attr-dict `:` functional-type(operands, results)
   }];
   let builders = [
     // A plain matmul, no epilogue.
@@ -180,7 +185,8 @@ def Braid_MatmulOp : Braid_Op<"matmul", [Pure]> {
                    "::mlir::Value":$b, "bool":$transposeA,
                    "bool":$transposeB), [{
       build($_builder, $_state, result, a, b, /*bias=*/::mlir::Value(),
-            transposeA, transposeB, /*gelu=*/nullptr);
+            /*residual=*/::mlir::Value(), transposeA, transposeB,
+            /*gelu=*/nullptr);
     }]>
   ];
   let hasVerifier = 1;

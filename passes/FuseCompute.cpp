@@ -44,7 +44,8 @@ SiluOp siluOnlyFeeding(Value v, Operation *user) {
 ParameterOp projectionWeight(MatmulOp mm) {
   auto w = mm.getB().getDefiningOp<ParameterOp>();
   if (!w || !mm.getTransposeB() || mm.getTransposeA() || mm.getBias() ||
-      mm.getGelu() || hasDiscardableAttrs(mm) || w.getType().getRank() != 2)
+      mm.getResidual() || mm.getGelu() || hasDiscardableAttrs(mm) ||
+      w.getType().getRank() != 2)
     return nullptr;
   auto x = cast<RankedTensorType>(mm.getA().getType());
   if (x.getElementType() != w.getType().getElementType() ||
@@ -76,12 +77,6 @@ struct BraidFuseComputePass
         if (!erased.count(rope))
           fuseAdjacentRopes(rope, ropes, erased);
     }
-    if (epilogues) {
-      SmallVector<MatmulOp> mms;
-      getOperation().walk([&](MatmulOp op) { mms.push_back(op); });
-      for (MatmulOp mm : mms)
-        fuseEpilogue(mm);
-    }
     SmallVector<MulOp> muls;
     getOperation().walk([&](MulOp op) { muls.push_back(op); });
     for (MulOp mul : muls)
@@ -90,6 +85,15 @@ struct BraidFuseComputePass
     getOperation().walk([&](RmsNormOp op) { norms.push_back(op); });
     for (RmsNormOp norm : norms)
       fuseAddRmsNorm(norm);
+    // Last: a residual add a norm reads is add_rms_norm's (it takes the
+    // norm too); the ones left (GPT-2's, before a layer_norm) can be a
+    // matmul's epilogue.
+    if (epilogues) {
+      SmallVector<MatmulOp> mms;
+      getOperation().walk([&](MatmulOp op) { mms.push_back(op); });
+      for (MatmulOp mm : mms)
+        fuseEpilogue(mm);
+    }
   }
 
   /// rms_norm(x + r): the sum may have other readers (the residual stream
@@ -344,13 +348,14 @@ struct BraidFuseComputePass
     return user;
   }
 
-  /// matmul -> add of an [N] bias -> tanh GELU, each the only reader of the
-  /// one before: one matmul with a bias and GELU epilogue (cuBLASLt's
-  /// BIAS / GELU_BIAS), at the last absorbed op's place. An exact (erf)
-  /// GELU stays its own op: cuBLASLt has no epilogue for it. A residual
-  /// add (same shape as the result) is not a bias.
+  /// matmul -> add of an [N] bias -> tanh GELU or residual add, each the
+  /// only reader of the one before (any part may be missing): one matmul
+  /// with that epilogue (cuBLASLt's BIAS / GELU_BIAS, C with beta 1), at
+  /// the last absorbed op's place. An exact (erf) GELU stays its own op:
+  /// cuBLASLt has no epilogue for it.
   void fuseEpilogue(MatmulOp mm) {
-    if (mm.getBias() || mm.getGelu() || hasDiscardableAttrs(mm))
+    if (mm.getBias() || mm.getResidual() || mm.getGelu() ||
+        hasDiscardableAttrs(mm))
       return;
     auto type = cast<RankedTensorType>(mm.getType());
     SmallVector<Operation *, 3> chain{mm}; // the ops the epilogue absorbs
@@ -367,21 +372,33 @@ struct BraidFuseComputePass
         chain.push_back(add);
       }
     }
+    // Then a residual add (the result's type on both sides) or a tanh GELU:
+    // cuBLASLt adds its C input before the activation, so not both.
+    Value residual;
     GeluApproximationAttr gelu;
-    if (auto g =
-            dyn_cast_or_null<GeluOp>(onlyReader(chain.back()->getResult(0))))
+    Operation *next = onlyReader(chain.back()->getResult(0));
+    Value sum = chain.back()->getResult(0);
+    if (auto add = dyn_cast_or_null<AddOp>(next)) {
+      Value other = add.getLhs() == sum ? add.getRhs() : add.getLhs();
+      if (add.getType() == type && other.getType() == type && other != sum) {
+        residual = other;
+        chain.push_back(add);
+      }
+    } else if (auto g = dyn_cast_or_null<GeluOp>(next)) {
       if (g.getApproximation() == GeluApproximation::tanh &&
           g.getType() == type) {
         gelu = g.getApproximationAttr();
         chain.push_back(g);
       }
+    }
     if (chain.size() == 1)
       return;
     Operation *last = chain.back();
     OpBuilder b(last);
-    auto fused = MatmulOp::create(
-        b, b.getFusedLoc({mm.getLoc(), last->getLoc()}), type, mm.getA(),
-        mm.getB(), bias, mm.getTransposeAAttr(), mm.getTransposeBAttr(), gelu);
+    auto fused =
+        MatmulOp::create(b, b.getFusedLoc({mm.getLoc(), last->getLoc()}), type,
+                         mm.getA(), mm.getB(), bias, residual,
+                         mm.getTransposeAAttr(), mm.getTransposeBAttr(), gelu);
     last->getResult(0).replaceAllUsesWith(fused.getResult());
     // Each absorbed op's only reader is the next: erase from the last.
     for (Operation *op : llvm::reverse(chain))

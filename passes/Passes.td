@@ -54,10 +54,12 @@ def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
       results of one element type with the input.
     - A matmul whose only reader adds an `[N]` bias, and that add's only
       reader a tanh GELU (GPT-2's c_fc; c_attn and Qwen2's q/k/v without
-      the GELU), becomes one matmul with a `bias` and `gelu` epilogue, which
-      the CUDA executor runs as cuBLASLt's BIAS / GELU_BIAS epilogue (the
-      executor has no fusion of its own). An erf GELU, or a residual add
-      (same shape as the result), stays its own op.
+      the GELU) or a residual add (GPT-2's c_proj at tp 1), becomes one
+      matmul with a `bias` and `gelu` or `residual` epilogue, which the
+      CUDA executor runs inside cuBLASLt (BIAS / GELU_BIAS, C with beta 1;
+      the executor has no fusion of its own). An erf GELU stays its own
+      op; a residual add an rms_norm reads becomes add_rms_norm instead
+      (the epilogues are fused last).
 
     Before:
     ```mlir

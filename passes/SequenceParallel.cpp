@@ -453,7 +453,8 @@ FailureOr<Projection> matchProjection(Value v, FlatSymbolRefAttr group,
   }
   p.matmul = x.getDefiningOp<MatmulOp>();
   if (!p.matmul || !p.matmul->hasOneUse() || !p.matmul.getTransposeB() ||
-      p.matmul.getTransposeA() || p.matmul.getBias() || p.matmul.getGelu()) {
+      p.matmul.getTransposeA() || p.matmul.getBias() ||
+      p.matmul.getResidual() || p.matmul.getGelu()) {
     why = "an attention input is not an nn.Linear projection";
     return failure();
   }
@@ -487,7 +488,7 @@ FailureOr<OutputProjection> matchOutput(AttentionOp att,
   o.matmul = dyn_cast<MatmulOp>(*o.reshape->getUsers().begin());
   if (!o.matmul || !o.matmul->hasOneUse() || !o.matmul.getTransposeB() ||
       o.matmul.getA() != o.reshape.getResult() || o.matmul.getBias() ||
-      o.matmul.getGelu())
+      o.matmul.getResidual() || o.matmul.getGelu())
     return failure();
   o.weight = o.matmul.getB().getDefiningOp<ParameterOp>();
   if (!isPlainShard(o.weight, group, 1, groupSize, why))

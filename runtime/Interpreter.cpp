@@ -363,6 +363,8 @@ Status OpRunner::compute(const plan::Op &op) {
     // separate add and gelu ops' arithmetic, so bit for bit theirs in f32.
     if (y && op.matmul_bias())
       y = binary(BinaryKind::Add, *y, loadF(operand(2)));
+    if (y && op.matmul_residual())
+      y = binary(BinaryKind::Add, *y, loadF(operand(op.matmul_bias() ? 3 : 2)));
     if (y && op.matmul_gelu())
       y = gelu(*y, op.gelu_approximation() == plan::GeluApproximation::Tanh
                        ? GeluKind::Tanh

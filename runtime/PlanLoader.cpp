@@ -512,6 +512,16 @@ private:
                       formatShape(in(2)), " should be [",
                       out(0).empty() ? 0 : out(0).back(),
                       "], the result's last dim");
+      if (op.matmul_residual()) {
+        unsigned r = op.matmul_bias() ? 3 : 2;
+        if (in(r) != out(0))
+          return errorf(where, "residual (tensor ", op.operands()->Get(r),
+                        ") shape ", formatShape(in(r)),
+                        " should be the result's ", formatShape(out(0)));
+        if (op.matmul_gelu())
+          return errorf(where, "has both a residual and a GELU epilogue; "
+                               "cuBLASLt adds the residual before the GELU");
+      }
       if (op.matmul_gelu() &&
           op.gelu_approximation() != braid::plan::GeluApproximation::None &&
           op.gelu_approximation() != braid::plan::GeluApproximation::Tanh)
@@ -705,6 +715,10 @@ private:
       if (op.matmul_bias())
         BRAID_RETURN_IF_ERROR(
             needSame("the bias", operand(2), "operand 0", operand(0)));
+      if (op.matmul_residual())
+        BRAID_RETURN_IF_ERROR(needSame("the residual",
+                                       operand(op.matmul_bias() ? 3 : 2),
+                                       "operand 0", operand(0)));
       [[fallthrough]];
     case OpCode::Add:
     case OpCode::Mul:
@@ -824,7 +838,9 @@ private:
                   (nOperands == 6 && nResults == 3);
       // A matmul with a bias epilogue reads the bias as a third operand.
       if (op->opcode() == OpCode::Matmul)
-        arityOk = nOperands == (op->matmul_bias() ? 3 : 2) && nResults == 1;
+        arityOk = nOperands ==
+                      2 + int(op->matmul_bias()) + int(op->matmul_residual()) &&
+                  nResults == 1;
       if (!arityOk)
         return errorf(where, "has ", nOperands, " operands and ", nResults,
                       " results");

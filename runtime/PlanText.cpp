@@ -72,7 +72,9 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
     if (op.transpose_b())
       add("transpose_b") << "true";
     if (op.matmul_bias())
-      add("bias") << "true"; // the third operand
+      add("bias") << "true"; // the operand after a and b
+    if (op.matmul_residual())
+      add("residual") << "true"; // the last operand
     if (op.matmul_gelu())
       add("gelu") << (op.gelu_approximation() ==
                               braid::plan::GeluApproximation::Tanh

@@ -512,6 +512,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               o->transpose_a = m.getTransposeA();
               o->transpose_b = m.getTransposeB();
               o->matmul_bias = bool(m.getBias());
+              o->matmul_residual = bool(m.getResidual());
               if (auto gelu = m.getGelu()) {
                 o->matmul_gelu = true;
                 o->gelu_approximation = *gelu == GeluApproximation::tanh

@@ -551,15 +551,19 @@ Status CudaRank::prepareFunction(Function &fn) {
         bool tanhOrNone =
             !op.matmul_gelu() ||
             op.gelu_approximation() == plan::GeluApproximation::Tanh;
-        if ((op.matmul_bias() || op.matmul_gelu()) && options_.fuseEpilogues &&
-            shape->batch == 1 && tanhOrNone) {
+        if ((op.matmul_bias() || op.matmul_gelu() || op.matmul_residual()) &&
+            options_.fuseEpilogues && shape->batch == 1 && tanhOrNone) {
           GemmShape fused = *shape;
           fused.bias = op.matmul_bias();
           fused.gelu = op.matmul_gelu();
+          fused.residual = op.matmul_residual();
           GemmAlignment fusedAlign = align;
           if (fused.bias)
             fusedAlign.bias =
                 addressAlignment(fn.ptr[size_t(op.operands()->Get(2))]);
+          if (fused.residual)
+            fusedAlign.residual = addressAlignment(
+                fn.ptr[size_t(op.operands()->Get(fused.bias ? 3 : 2))]);
           auto gemm = GemmPlan::create(lt_.get(), fused,
                                        options_.gemmWorkspaceBytes, fusedAlign);
           if (gemm) {
@@ -727,10 +731,11 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
     void *workspace = workspaces_[size_t(op.stream())].get();
     size_t wsBytes = workspace ? options_.gemmWorkspaceBytes : 0;
     bool inGemm = fn.epilogueInGemm.count(index) > 0;
+    unsigned residual = op.matmul_bias() ? 3 : 2; // its operand, if any
     BRAID_RETURN_IF_ERROR(fn.gemms.at(index).run(
         lt_.get(), operand(0).data, operand(1).data, result(0).data, workspace,
-        wsBytes, stream,
-        inGemm && op.matmul_bias() ? operand(2).data : nullptr));
+        wsBytes, stream, inGemm && op.matmul_bias() ? operand(2).data : nullptr,
+        inGemm && op.matmul_residual() ? operand(residual).data : nullptr));
     if (inGemm)
       return Status::ok();
     // The epilogue cuBLASLt could not take, in place on the result (each
@@ -739,6 +744,9 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
     if (op.matmul_bias())
       BRAID_RETURN_IF_ERROR(
           binary(BinaryKind::Add, result(0), operand(2), result(0), stream));
+    if (op.matmul_residual())
+      BRAID_RETURN_IF_ERROR(binary(BinaryKind::Add, result(0),
+                                   operand(residual), result(0), stream));
     if (op.matmul_gelu())
       return gelu(result(0), result(0),
                   op.gelu_approximation() == plan::GeluApproximation::Tanh

@@ -113,7 +113,8 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
   // run() writes nothing, or zeros for K = 0. A fused epilogue would still
   // owe gelu(bias) there; the executor runs such a chain unfused.
   if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) {
-    if ((s.bias || s.gelu) && s.k == 0 && s.batch * s.m * s.n != 0)
+    if ((s.bias || s.gelu || s.residual) && s.k == 0 &&
+        s.batch * s.m * s.n != 0)
       return errorf("matmul: no fused epilogue for K=0");
     GemmPlan plan;
     plan.shape_ = s;
@@ -154,6 +155,8 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
   BRAID_RETURN_IF_ERROR(
       makeLayout(&d.c, *type, s.n, s.m, s.n, batch, s.m * s.n));
 
+  if (s.residual && (s.gelu || s.batch != 1))
+    return errorf("matmul: a fused residual needs batch 1 and no GELU");
   if (s.bias || s.gelu) {
     if (s.batch != 1)
       return errorf("matmul: a fused bias/GELU epilogue needs batch 1, got ",
@@ -183,11 +186,13 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
   cublasLtMatmulPreference_t pref = nullptr;
   BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = workspaceBytes;
-  // cuBLASLt's A is our B, its B our A; C and D are both our C.
+  // cuBLASLt's A is our B, its B our A; its D is our C, and its C our C
+  // too (beta 0) or the residual (beta 1), laid out alike.
   std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+       s.residual ? align.residual : align.c},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.c}};
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
@@ -221,7 +226,8 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
 
 Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
                      void *c, void *workspace, size_t workspaceBytes,
-                     cudaStream_t stream, const void *bias) const {
+                     cudaStream_t stream, const void *bias,
+                     const void *residual) const {
   // The algorithm was chosen for these alignments (GemmAlignment): a less
   // aligned pointer is an error here, not a fault or a refusal inside
   // cuBLASLt.
@@ -237,6 +243,11 @@ Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
   BRAID_RETURN_IF_ERROR(aligned("the result", c, align_.c));
   if (shape_.bias)
     BRAID_RETURN_IF_ERROR(aligned("the bias", bias, align_.bias));
+  if (shape_.residual) {
+    if (!residual)
+      return errorf("matmul: the fused residual epilogue has no residual");
+    BRAID_RETURN_IF_ERROR(aligned("the residual", residual, align_.residual));
+  }
   if (!d_) { // an empty GEMM (candidates)
     int64_t elements = shape_.batch * shape_.m * shape_.n;
     if (elements)
@@ -244,7 +255,10 @@ Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
           c, 0, size_t(elements) * dtypeSize(shape_.dtype), stream));
     return Status::ok();
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  // beta 1 adds cuBLASLt's C, the residual, to the product (a distinct
+  // pointer from D, same layout); beta 0 ignores C.
+  const float alpha = 1.0f, beta = shape_.residual ? 1.0f : 0.0f;
+  const void *input = shape_.residual ? residual : c;
   if (shape_.bias) {
     if (!bias)
       return errorf("matmul: the fused bias epilogue has no bias");
@@ -253,8 +267,8 @@ Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,
     BRAID_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         d_->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  BRAID_CUBLAS_CHECK(cublasLtMatmul(handle, d_->op, &alpha, b, d_->ltA, a, d_->ltB,
-                                    &beta, c, d_->c, c, d_->c, &algo_,
-                                    workspace, workspaceBytes, stream));
+  BRAID_CUBLAS_CHECK(cublasLtMatmul(handle, d_->op, &alpha, b, d_->ltA, a,
+                                    d_->ltB, &beta, input, d_->c, c, d_->c,
+                                    &algo_, workspace, workspaceBytes, stream));
   return Status::ok();
 }

@@ -27,12 +27,15 @@ struct GemmShape {
   bool transposeA = false, transposeB = false;
   bool batchedB = false; // B carries A's batch dims
   DType dtype = DType::BF16;
-  // Epilogue (a matmul's matmul_bias / matmul_gelu, decided by
-  // braid-fuse-compute), applied to the fp32 accumulator before the
-  // rounding: C = gelu_tanh(A B + bias), bias [N] broadcast over rows.
-  // Only for batch 1 (after folding).
+  // Epilogue (a matmul's matmul_bias / matmul_residual / matmul_gelu,
+  // decided by braid-fuse-compute), applied to the fp32 accumulator before
+  // the rounding: C = gelu_tanh(A B + bias), bias [N] broadcast over rows,
+  // or C = A B + bias + R with R the residual [M, N] (cuBLASLt's C input,
+  // beta 1; not with the GELU, which cuBLASLt applies after it). Only for
+  // batch 1 (after folding).
   bool bias = false;
   bool gelu = false;
+  bool residual = false;
 };
 
 /// The GemmShape of a plan matmul with operand shapes `a`, `b` (the CPU
@@ -46,7 +49,7 @@ Expected<GemmShape> gemmShapeOf(const Shape &a, const Shape &b, bool transA,
 /// that way fails, or is not allowed to run, on an arena tensor at a
 /// smaller offset.
 struct GemmAlignment {
-  uint32_t a = 256, b = 256, c = 256, bias = 256;
+  uint32_t a = 256, b = 256, c = 256, bias = 256, residual = 256;
 };
 /// The largest power of two up to 256 that divides `p`'s address.
 uint32_t addressAlignment(const void *p);
@@ -65,13 +68,14 @@ public:
   static Expected<std::vector<GemmPlan>>
   candidates(cublasLtHandle_t handle, const GemmShape &shape,
              size_t workspaceBytes, int count, const GemmAlignment &align = {});
-  /// `bias`: the [N] bias when shape().bias (else ignored). Every pointer
+  /// `bias`: the [N] bias when shape().bias, `residual` the [M, N] residual
+  /// when shape().residual (else ignored). Every pointer
   /// must be at least as aligned as the plan was made for (checked on the
   /// host, nothing synchronizes: safe while capturing). An empty result
   /// launches nothing; K = 0 zero-fills the result.
   Status run(cublasLtHandle_t handle, const void *a, const void *b, void *c,
              void *workspace, size_t workspaceBytes, cudaStream_t stream,
-             const void *bias = nullptr) const;
+             const void *bias = nullptr, const void *residual = nullptr) const;
   const GemmShape &shape() const { return shape_; }
 
 private:

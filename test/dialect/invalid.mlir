@@ -1012,3 +1012,19 @@ func.func @matmul_bias_of_another_type(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>,
   %0 = braid.matmul %x, %w bias %b : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xbf16>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @matmul_residual_of_another_shape(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %r: tensor<4xf32>) -> tensor<2x4xf32> {
+  // expected-error@+1 {{'braid.matmul' op residual must be 'tensor<2x4xf32>' (the result's type), got 'tensor<4xf32>'}}
+  %0 = braid.matmul %x, %w residual %r : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @matmul_residual_and_gelu(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %r: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error@+1 {{'braid.matmul' op cannot have both a residual and a GELU: cuBLASLt adds the residual before the activation}}
+  %0 = braid.matmul %x, %w residual %r gelu tanh : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

@@ -11,16 +11,21 @@ braid.device_group @pp size 2
 
 // A fused QKV weight: this rank's slices of three named parameters, end to
 // end along dim 0.
-// Matmul epilogues: a bias, and a bias then a tanh GELU.
+// Matmul epilogues: a bias, a bias then a tanh GELU, a GELU alone, a bias
+// then a residual, a residual alone.
 // CHECK-LABEL: func.func @matmul_epilogues
 // CHECK: braid.matmul %{{.*}}, %{{.*}} bias %{{.*}} {transpose_b} : (tensor<1x8x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<1x8x32xf32>
 // CHECK: braid.matmul %{{.*}}, %{{.*}} bias %{{.*}} gelu tanh : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<1x8x32xf32>
 // CHECK: braid.matmul %{{.*}}, %{{.*}} gelu none : (tensor<1x8x64xf32>, tensor<64x32xf32>) -> tensor<1x8x32xf32>
-func.func @matmul_epilogues(%x: tensor<1x8x64xf32>, %w: tensor<32x64xf32>, %v: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>) {
+// CHECK: braid.matmul %{{.*}}, %{{.*}} bias %{{.*}} residual %{{.*}} : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<32xf32>, tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
+// CHECK: braid.matmul %{{.*}}, %{{.*}} residual %{{.*}} : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
+func.func @matmul_epilogues(%x: tensor<1x8x64xf32>, %w: tensor<32x64xf32>, %v: tensor<64x32xf32>, %b: tensor<32xf32>, %r: tensor<1x8x32xf32>) -> (tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>) {
   %0 = braid.matmul %x, %w bias %b {transpose_b} : (tensor<1x8x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<1x8x32xf32>
   %1 = braid.matmul %x, %v bias %b gelu tanh : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<1x8x32xf32>
   %2 = braid.matmul %x, %v gelu none : (tensor<1x8x64xf32>, tensor<64x32xf32>) -> tensor<1x8x32xf32>
-  return %0, %1, %2 : tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>
+  %3 = braid.matmul %x, %v bias %b residual %r : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<32xf32>, tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
+  %4 = braid.matmul %x, %v residual %r : (tensor<1x8x64xf32>, tensor<64x32xf32>, tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
+  return %0, %1, %2, %3, %4 : tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>, tensor<1x8x32xf32>
 }
 
 // CHECK-LABEL: func.func @parameter_pack

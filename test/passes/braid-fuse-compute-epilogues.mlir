@@ -54,27 +54,58 @@ func.func @erf_gelu(%x: tensor<2x32xf32>, %w: tensor<32x16xf32>, %b: tensor<16xf
 
 // -----
 
-// Refused: a residual add (the result's shape, not [N]); a matmul result
-// that something else reads too (it must exist); a bias of another
-// element type cannot occur (the add's types agree), but a [1] bias that
-// broadcasts is not [N].
+// A residual add after the bias (GPT-2's c_proj at tp 1, before the next
+// layer_norm): bias and residual both join (cuBLASLt's C with beta 1).
+// CHECK-LABEL: func.func @bias_then_residual
+// CHECK-SAME: (%[[X:.*]]: tensor<2x32xf32>, %[[W:.*]]: tensor<32x16xf32>, %[[B:.*]]: tensor<16xf32>, %[[R:.*]]: tensor<2x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = braid.matmul %[[X]], %[[W]] bias %[[B]] residual %[[R]] : (tensor<2x32xf32>, tensor<32x16xf32>, tensor<16xf32>, tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK-NEXT: braid.layer_norm %[[Y]]
+func.func @bias_then_residual(%x: tensor<2x32xf32>, %w: tensor<32x16xf32>, %b: tensor<16xf32>, %r: tensor<2x16xf32>, %g: tensor<16xf32>) -> tensor<2x16xf32> {
+  %h = braid.matmul %x, %w : (tensor<2x32xf32>, tensor<32x16xf32>) -> tensor<2x16xf32>
+  %hb = braid.add %h, %b : (tensor<2x16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
+  // The residual on the left: additions commute exactly.
+  %s = braid.add %r, %hb : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xf32>
+  %n = braid.layer_norm %s, %g, %b {epsilon = 1.0e-5 : f64} : (tensor<2x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
+  return %n : tensor<2x16xf32>
+}
+
+// -----
+
+// A residual add an rms_norm reads is add_rms_norm's (LLaMA at tp 1): the
+// norm joins too, which the epilogue could not do.
+// CHECK-LABEL: func.func @residual_into_a_norm
+// CHECK: %[[O:.*]] = braid.matmul %{{.*}}, %{{.*}} {transpose_b} :
+// CHECK-NEXT: braid.add_rms_norm %{{.*}}, %[[O]], %{{.*}}
+func.func @residual_into_a_norm(%x: tensor<1x4x32xf32>, %w: tensor<32x32xf32>, %r: tensor<1x4x32xf32>, %g: tensor<32xf32>) -> (tensor<1x4x32xf32>, tensor<1x4x32xf32>) {
+  %o = braid.matmul %x, %w {transpose_b} : (tensor<1x4x32xf32>, tensor<32x32xf32>) -> tensor<1x4x32xf32>
+  %s = braid.add %r, %o : (tensor<1x4x32xf32>, tensor<1x4x32xf32>) -> tensor<1x4x32xf32>
+  %n = braid.rms_norm %s, %g {epsilon = 1.0e-5 : f64} : (tensor<1x4x32xf32>, tensor<32xf32>) -> tensor<1x4x32xf32>
+  return %s, %n : tensor<1x4x32xf32>, tensor<1x4x32xf32>
+}
+
+// -----
+
+// Refused: a matmul result that something else reads too (it must exist);
+// a [1] bias that broadcasts is not [N]; a tanh GELU after a residual
+// (cuBLASLt would apply it before): the residual joins, the GELU stays.
 // CHECK-LABEL: func.func @not_epilogues
 // CHECK-NOT: bias
 // CHECK: braid.matmul %arg0, %arg1 :
 // CHECK-NEXT: braid.add
 // CHECK-NEXT: braid.matmul %arg0, %arg1 :
 // CHECK-NEXT: braid.add
-// CHECK-NEXT: braid.matmul %arg0, %arg1 :
-// CHECK-NEXT: braid.add
+// CHECK-NEXT: %[[R:.*]] = braid.matmul %arg0, %arg1 residual %arg2 :
+// CHECK-NEXT: braid.gelu tanh %[[R]]
 // CHECK-NEXT: return
 func.func @not_epilogues(%x: tensor<2x32xf32>, %w: tensor<32x16xf32>, %r: tensor<2x16xf32>, %b: tensor<16xf32>, %one: tensor<1xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>) {
-  %a = braid.matmul %x, %w : (tensor<2x32xf32>, tensor<32x16xf32>) -> tensor<2x16xf32>
-  %ar = braid.add %a, %r : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xf32>
   %c = braid.matmul %x, %w : (tensor<2x32xf32>, tensor<32x16xf32>) -> tensor<2x16xf32>
   %cb = braid.add %c, %b : (tensor<2x16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
   %d = braid.matmul %x, %w : (tensor<2x32xf32>, tensor<32x16xf32>) -> tensor<2x16xf32>
   %d1 = braid.add %d, %one : (tensor<2x16xf32>, tensor<1xf32>) -> tensor<2x16xf32>
-  return %ar, %cb, %c, %d1 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
+  %e = braid.matmul %x, %w : (tensor<2x32xf32>, tensor<32x16xf32>) -> tensor<2x16xf32>
+  %er = braid.add %e, %r : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xf32>
+  %eg = braid.gelu tanh %er : tensor<2x16xf32>
+  return %cb, %c, %d1, %eg : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
 }
 
 // -----

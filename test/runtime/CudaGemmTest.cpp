@@ -364,7 +364,43 @@ PlanBuilder biasGeluPlan(DType dt, Shape x, int64_t k, int64_t n) {
   return pb;
 }
 
+// y = x w + b + r (GPT-2's c_proj at tp 1 with its residual), r and b
+// inputs in the arena.
+PlanBuilder residualPlan(DType dt, Shape x, int64_t n) {
+  PlanBuilder pb;
+  int w = pb.param("c_proj.weight", {x.back(), n}, {x.back(), n}, dt);
+  FnBuilder f = pb.function("prefill");
+  Shape out = x;
+  out.back() = n;
+  int tx = f.input("x", x, dt), b = f.input("b", {n}, dt),
+      r = f.input("r", out, dt);
+  int y = f.tensor(out, dt);
+  plan::OpT &mm = f.op(OpCode::Matmul, {tx, f.param(w, pb.plan()), b, r}, {y});
+  mm.matmul_bias = mm.matmul_residual = true;
+  f.output("y", y);
+  return pb;
+}
+
 } // namespace
+
+// The residual epilogue (cuBLASLt's C with beta 1, a pointer other than
+// D's) against the interpreter's add, aligned and not.
+TEST(CudaGemmExecutor, ResidualEpilogueMatchesInterpreter) {
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t shift : {int64_t(0), int64_t(dtypeSize(dt))}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtypeName(dt) << " shifted by " << shift);
+      PlanBuilder pb = residualPlan(dt, {2, 8, 64}, 96);
+      shiftArena(pb, shift);
+      TensorMap in{
+          {"x", HostTensor::fromFloats(dt, {2, 8, 64}, wave(1024, 0.2f))},
+          {"b", HostTensor::fromFloats(dt, {96}, wave(96, 1.0f))},
+          {"r", HostTensor::fromFloats(dt, {2, 8, 96}, wave(1536, 2.0f))}};
+      double atol = dt == DType::F32 ? 1e-5 : 2e-3;
+      double rtol = dt == DType::F32 ? 1e-4 : 3e-2;
+      expectSameOnGpu(pb, in, atol, rtol);
+    }
+}
 
 // Fused bias/GELU epilogues and plain GEMMs with every arena operand (the
 // biases too) 2 or 16 bytes past a 256-byte boundary: each GEMM is planned

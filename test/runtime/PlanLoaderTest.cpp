@@ -353,6 +353,39 @@ TEST(PlanLoader, RejectsMatmulEpiloguesThatDoNotFit) {
   EXPECT_CONTAINS(loadError(approx), "unknown GELU approximation 7");
 }
 
+TEST(PlanLoader, RejectsMatmulResidualsThatDoNotFit) {
+  // a [2, 8] x b [8, 4] + r, r the last operand.
+  auto build = [](Shape residual, DType type, bool gelu, bool operand) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int a = f.input("a", {2, 8});
+    int b = f.input("b", {8, 4});
+    int r = f.input("r", residual, type);
+    int y = f.tensor({2, 4});
+    std::vector<int> operands{a, b};
+    if (operand)
+      operands.push_back(r);
+    plan::OpT &mm = f.op(OpCode::Matmul, operands, {y});
+    mm.matmul_residual = true;
+    mm.matmul_gelu = gelu;
+    mm.gelu_approximation = plan::GeluApproximation::Tanh;
+    f.output("y", y);
+    return pb;
+  };
+  PlanBuilder good = build({2, 4}, DType::F32, false, true);
+  EXPECT_TRUE(loadPlan(good.finish()));
+  PlanBuilder missing = build({2, 4}, DType::F32, false, false);
+  EXPECT_CONTAINS(loadError(missing), "has 2 operands and 1 results");
+  PlanBuilder bias = build({4}, DType::F32, false, true);
+  EXPECT_CONTAINS(loadError(bias), "residual (tensor 2) shape [4] should be "
+                                   "the result's [2, 4]");
+  PlanBuilder typed = build({2, 4}, DType::BF16, false, true);
+  EXPECT_CONTAINS(loadError(typed), "the residual (tensor 2) is bf16 but "
+                                    "operand 0 (tensor 0) is f32");
+  PlanBuilder both = build({2, 4}, DType::F32, true, true);
+  EXPECT_CONTAINS(loadError(both), "has both a residual and a GELU epilogue");
+}
+
 TEST(PlanLoader, RejectsAddRmsNormOfWrongShapesOrTypes) {
   auto build = [](Shape residual, Shape weight, DType residualType) {
     PlanBuilder pb(1);
