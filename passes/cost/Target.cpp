@@ -186,6 +186,23 @@ llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
   BRAID_ASSIGN(t.eagerLaunchUs, launch.positive("eager"));
   BRAID_ASSIGN(t.graphLaunchUs, launch.positive("graph"));
 
+  // Optional: what a running collective takes from concurrent compute.
+  bool contention = gpu.raw().get("collective_contention") != nullptr;
+  if (contention) {
+    FieldReader c(nullptr, "", "");
+    BRAID_ASSIGN(c, gpu.object("collective_contention"));
+    for (auto [field, out] :
+         {std::pair<const char *, double *>{"sm_fraction",
+                                            &t.collectiveSmFraction},
+          {"memory_fraction", &t.collectiveMemoryFraction}}) {
+      const llvm::json::Value *v = c.raw().get(field);
+      std::optional<double> d = v ? v->getAsNumber() : std::nullopt;
+      if (!d || !(*d >= 0) || !(*d < 1))
+        return c.error(field, "expected a fraction in [0, 1)");
+      *out = *d;
+    }
+  }
+
   // [[min_dim, efficiency], ...] with min_dim strictly ascending.
   const llvm::json::Value *table = gpu.raw().get("matmul_efficiency");
   const llvm::json::Array *points = table ? table->getAsArray() : nullptr;
@@ -227,6 +244,8 @@ llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
       "links.intra_node"};
   if (t.nodes > 1)
     required.push_back("links.inter_node");
+  if (contention)
+    required.push_back("gpu.collective_contention");
   for (const std::string &field : required)
     BRAID_ASSIGN(t.sources[field], sources.string(field));
   return t;

@@ -54,6 +54,12 @@ struct Target {
   double attentionEfficiency = 1; // fused attention vs peak matrix rate
   double eagerLaunchUs = 0;       // per kernel, stream launch
   double graphLaunchUs = 0;       // per kernel node, CUDA Graph replay
+  // Contention: while a collective runs, NCCL's kernels hold this fraction
+  // of the SMs and of the HBM bandwidth, so a compute-bound op overlapping
+  // it runs at (1 - collectiveSmFraction) of its rate and a memory-bound
+  // one at (1 - collectiveMemoryFraction). 0 (absent): no contention.
+  double collectiveSmFraction = 0;
+  double collectiveMemoryFraction = 0;
   Link intraNode;
   Link interNode; // only meaningful when nodes > 1
   std::map<std::string, std::string> sources; // field path -> citation

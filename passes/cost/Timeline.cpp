@@ -14,10 +14,10 @@ using namespace mlir::braid;
 namespace braid::cost {
 
 double Timeline::overlapEfficiency() const {
-  double hidden = std::min(computeTime, commTime);
-  if (hidden <= 0)
+  double possible = std::min(computeBusy, commBusy);
+  if (possible <= 0)
     return std::nan("");
-  return (serialTime - stepTime) / hidden;
+  return std::clamp(hiddenComm / possible, 0.0, 1.0);
 }
 
 static std::string describe(Operation *op) {
@@ -61,6 +61,48 @@ static double unionLength(std::vector<std::pair<double, double>> v) {
   return total;
 }
 
+/// When work of `seconds` at full rate, starting at `start`, ends if it
+/// runs at `slowRate` of its rate during the `busy` intervals (sorted,
+/// disjoint) and at full rate otherwise.
+static double
+endUnderContention(double start, double seconds,
+                   const std::vector<std::pair<double, double>> &busy,
+                   double slowRate) {
+  double t = start, left = seconds;
+  for (auto [s, e] : busy) {
+    if (e <= t)
+      continue;
+    if (s > t) { // full rate until the next collective
+      if (t + left <= s)
+        return t + left;
+      left -= s - t;
+      t = s;
+    }
+    double slowWork = (e - t) * slowRate;
+    if (left <= slowWork)
+      return t + left / slowRate;
+    left -= slowWork;
+    t = e;
+  }
+  return t + left;
+}
+
+/// Sorted, disjoint union of `v`.
+static std::vector<std::pair<double, double>>
+mergeIntervals(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (auto [s, e] : v) {
+    if (e <= s)
+      continue;
+    if (!out.empty() && s <= out.back().second)
+      out.back().second = std::max(out.back().second, e);
+    else
+      out.push_back({s, e});
+  }
+  return out;
+}
+
 Timeline simulate(func::FuncOp func, const CostModel &model,
                                bool serial) {
   Timeline t;
@@ -76,6 +118,8 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   int lastKernel = -1;
 
   llvm::DenseMap<Value, double> eventTime; // when a recorded event completes
+  // Collectives placed so far: (stream, device interval).
+  std::vector<std::pair<int, std::pair<double, double>>> commOnOtherStreams;
   for (Operation &op : func.getBody().front()) {
     if (isa<func::ReturnOp>(op))
       continue;
@@ -145,6 +189,22 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
     }
     e.launch = launchOnDevice;
     e.end = e.start + launchOnDevice + c.seconds;
+    // Collectives in flight on other streams take their share of the GPU.
+    const Target &tgt = model.target();
+    double slow = 1.0 - (c.bound == "compute" ? tgt.collectiveSmFraction
+                                              : tgt.collectiveMemoryFraction);
+    if (c.cls == OpClass::Compute && slow < 1.0 &&
+        !commOnOtherStreams.empty()) {
+      std::vector<std::pair<double, double>> busy;
+      for (auto [s, interval] : commOnOtherStreams)
+        if (s != stream)
+          busy.push_back(interval);
+      double start = e.start + launchOnDevice;
+      double end =
+          endUnderContention(start, c.seconds, mergeIntervals(busy), slow);
+      t.contention += end - (start + c.seconds);
+      e.end = end;
+    }
     int index = int(t.entries.size());
     if (c.kernel)
       lastKernel = index;
@@ -154,8 +214,10 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
       ready[r] = {e.end, index};
     if (c.cls == OpClass::Compute)
       t.computeTime += c.seconds;
-    if (c.cls == OpClass::Communication)
+    if (c.cls == OpClass::Communication) {
       t.commTime += c.seconds;
+      commOnOtherStreams.push_back({stream, {e.start + e.launch, e.end}});
+    }
     KindTotal &k = t.byKind[e.name];
     ++k.count;
     k.seconds += c.seconds;
@@ -176,8 +238,11 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   }
   both = compute;
   both.insert(both.end(), comm.begin(), comm.end());
-  // |comm \ compute| = |comm u compute| - |compute|.
-  t.exposedComm = unionLength(both) - unionLength(compute);
+  // |comm \ compute| = |comm u compute| - |compute|; hidden is the rest.
+  t.computeBusy = unionLength(compute);
+  t.commBusy = unionLength(comm);
+  t.exposedComm = unionLength(both) - t.computeBusy;
+  t.hiddenComm = std::max(0.0, t.commBusy - t.exposedComm);
 
   int last = -1;
   for (int i = 0; i < int(t.entries.size()); ++i)
@@ -237,7 +302,10 @@ void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
       (percent(t.exposedComm / std::max(t.stepTime, 1e-30)) + " of T").c_str());
   row("serial time (T_serial)", ms(t.serialTime));
   row("overlap efficiency", percent(t.overlapEfficiency()),
-      "(T_serial - T) / min(C, M)");
+      "hidden communication / min(compute, communication) busy time");
+  if (t.contention > 0)
+    row("contention", ms(t.contention),
+        "compute slowed by collectives running beside it");
   row("ideal bound max(C, M)", ms(t.idealBound()));
   row("launch gaps", ms(t.launchGaps), "T minus busy time on the critical path");
   std::string path;
@@ -287,6 +355,8 @@ llvm::json::Value timelineJson(const Timeline &t,
       {"serial_time_ns", nanoseconds(t.serialTime)},
       {"overlap_efficiency",
        std::isnan(eff) ? llvm::json::Value(nullptr) : llvm::json::Value(eff)},
+      {"hidden_communication_ns", nanoseconds(t.hiddenComm)},
+      {"contention_ns", nanoseconds(t.contention)},
       {"ideal_bound_ns", nanoseconds(t.idealBound())},
       {"launch_gaps_ns", nanoseconds(t.launchGaps)},
       {"critical_path",

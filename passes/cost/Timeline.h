@@ -5,11 +5,17 @@
 // when its stream is free, its operands are ready (an async payload at its
 // collective's end; `braid.wait` makes the waiting stream block on it), its
 // stream has passed every `braid.event_wait` (until the recording stream
-// reached the `braid.event_record`) and, in eager mode, the host has launched it: the host
-// issues kernels one after another at the eager launch cost, so short
-// kernels can be launch-bound. Every kernel also costs the graph launch
-// cost on the device (the per-node gap that CUDA Graph replay keeps). Ranks run the same program (SPMD): one
-// rank's timeline is every rank's.
+// reached the `braid.event_record`) and, in eager mode, the host has launched
+// it: the host issues kernels one after another at the eager launch cost, so
+// short kernels can be launch-bound. Every kernel also costs the graph launch
+// cost on the device (the per-node gap that CUDA Graph replay keeps). Ranks run
+// the same program (SPMD): one rank's timeline is every rank's.
+//
+// Contention: a compute op that runs while a collective (issued before it,
+// on another stream) is in flight progresses at the rate the collective
+// leaves it (Target::collectiveSmFraction for compute-bound ops,
+// collectiveMemoryFraction for memory-bound ones), so it ends later; the
+// stretch is reported (`contention`).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_PASSES_COST_TIMELINE_H
@@ -53,12 +59,18 @@ struct Timeline {
   double serialTime = 0;    // T_serial: the same ops on one stream
   double exposedComm = 0;   // time a collective runs and no compute does
   double launchGaps = 0;    // T minus the busy time on the critical path
+  double hiddenComm = 0;    // time a collective runs while compute does too
+  double computeBusy = 0;   // union of compute intervals
+  double commBusy = 0;      // union of collective intervals
+  double contention = 0;    // compute time added by running collectives
   std::vector<int> criticalPath;
   double criticalCompute = 0, criticalComm = 0;
   std::map<std::string, KindTotal> byKind;
 
   double idealBound() const { return std::max(computeTime, commTime); }
-  /// (T_serial - T) / min(C, M); NaN when there is nothing to overlap.
+  /// The share of the overlap possible that happened: collective time
+  /// hidden behind compute over min(compute busy, collective busy), in
+  /// [0, 1]; NaN when there is nothing to overlap.
   double overlapEfficiency() const;
 };
 

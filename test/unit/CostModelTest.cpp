@@ -159,6 +159,61 @@ TEST(Target, ErrorsNameTheField) {
               "t.json: gpu: expected an object");
 }
 
+TEST(Target, CollectiveContentionIsOptionalAndChecked) {
+  // The round-numbers test target, with and without the contention block.
+  auto withContention = [](llvm::StringRef block, bool source) {
+    std::string json = R"({"name": "t", "description": "t", "nodes": 1,
+      "gpus_per_node": 8, "gpu": {"matmul_tflops": {"bf16": 1, "fp16": 1,
+      "fp32": 1}, "vector_tflops": 1, "memory_bandwidth_gbs": 1,
+      "memory_gib": 1, "matmul_efficiency": [[1, 1.0]],
+      "memory_efficiency": 1, "attention_efficiency": 1,
+      "kernel_launch_us": {"eager": 1, "graph": 1})" +
+                       block.str() + R"(}, "links": {"intra_node": {"kind":
+      "x", "latency_us": 1, "bus_bandwidth_gbs": 1}}, "sources": {
+      "gpu.matmul_tflops": "s", "gpu.vector_tflops": "s",
+      "gpu.memory_bandwidth_gbs": "s", "gpu.memory_gib": "s",
+      "gpu.matmul_efficiency": "s", "gpu.memory_efficiency": "s",
+      "gpu.attention_efficiency": "s", "gpu.kernel_launch_us": "s",
+      "links.intra_node": "s")" +
+                       (source ? R"(, "gpu.collective_contention": "s")" : "") +
+                       "}}";
+    return parseTarget(json, "t.json");
+  };
+  auto none = withContention("", false);
+  ASSERT_TRUE(bool(none)) << llvm::toString(none.takeError());
+  EXPECT_EQ(none->collectiveSmFraction, 0);
+  EXPECT_EQ(none->collectiveMemoryFraction, 0);
+  auto some = withContention(
+      R"(, "collective_contention": {"sm_fraction": 0.2, "memory_fraction": 0.1})",
+      true);
+  ASSERT_TRUE(bool(some)) << llvm::toString(some.takeError());
+  EXPECT_DOUBLE_EQ(some->collectiveSmFraction, 0.2);
+  EXPECT_DOUBLE_EQ(some->collectiveMemoryFraction, 0.1);
+  auto expectError = [&](llvm::StringRef block, bool source,
+                         llvm::StringRef message) {
+    auto t = withContention(block, source);
+    ASSERT_FALSE(bool(t));
+    std::string text = llvm::toString(t.takeError());
+    EXPECT_NE(text.find(message.str()), std::string::npos) << text;
+  };
+  expectError(
+      R"(, "collective_contention": {"sm_fraction": 0.2, "memory_fraction": 0.1})",
+      false, "sources.gpu.collective_contention: missing");
+  expectError(
+      R"(, "collective_contention": {"sm_fraction": 1, "memory_fraction": 0.1})",
+      true,
+      "gpu.collective_contention.sm_fraction: expected a fraction in [0, 1)");
+  expectError(R"(, "collective_contention": {"sm_fraction": 0.1})", true,
+              "gpu.collective_contention.memory_fraction: expected a fraction");
+  // Every preset says what a running collective takes.
+  for (const std::string &name : presetTargets()) {
+    auto t = resolveTarget(name);
+    ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+    EXPECT_GT(t->collectiveSmFraction, 0) << name;
+    EXPECT_GT(t->collectiveMemoryFraction, 0) << name;
+  }
+}
+
 TEST(Calibration, ParsesAndRejects) {
   auto c = Calibration::parse("op,shape,us\nbraid.matmul,4x4;4x4,2.5\n"
                               "silu,4x4,1\n",
