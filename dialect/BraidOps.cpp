@@ -111,8 +111,27 @@ void mlir::braid::setStream(Operation *op, int64_t stream) {
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), stream));
 }
 
+bool mlir::braid::hasAsyncForm(Operation *op) {
+  auto coll = dyn_cast<CollectiveOpInterface>(op);
+  if (!coll || coll.isAsyncStart() || op->getNumOperands() != 1 ||
+      op->getNumResults() != 1)
+    return false;
+  std::string start = (op->getName().getStringRef() + "_start").str();
+  return OperationName(start, op->getContext()).isRegistered();
+}
+
+Operation *mlir::braid::createAsyncStart(OpBuilder &b, Operation *op) {
+  OperationState state(op->getLoc(),
+                       (op->getName().getStringRef() + "_start").str());
+  state.addOperands(op->getOperands());
+  state.addAttributes(op->getAttrs());
+  state.addTypes(HandleType::get(op->getContext(), op->getResult(0).getType()));
+  return b.create(state);
+}
+
 bool mlir::braid::isUnscheduledOp(Operation *op) {
-  return isa<ParameterOp>(op) || op->hasTrait<OpTrait::IsTerminator>();
+  return isa<ParameterOp, ParameterPackOp>(op) ||
+         op->hasTrait<OpTrait::IsTerminator>();
 }
 
 /// The nearest op before (or after) `op` in its block that launches work.

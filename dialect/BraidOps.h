@@ -47,6 +47,12 @@ void setStream(Operation *op, int64_t stream);
 /// True for ops that launch no work and so carry no stream: parameters
 /// (runtime-owned) and terminators.
 bool isUnscheduledOp(Operation *op);
+/// True when `op` is a synchronous tensor collective (one operand, one
+/// result) whose `*_start` form exists.
+bool hasAsyncForm(Operation *op);
+/// The `*_start` form of `op` (hasAsyncForm), with its operands and
+/// attributes, at `b`'s insertion point; `op` is left as it is.
+Operation *createAsyncStart(OpBuilder &b, Operation *op);
 
 /// Checks the rule every `*_start` op obeys: its handle is consumed by
 /// exactly one `braid.wait`.

@@ -403,6 +403,81 @@ def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidSchedulePass : Pass<"braid-schedule", "::mlir::ModuleOp"> {
+  let summary = "Latency-hiding list scheduling: collectives as start/wait "
+                "pairs where compute can run while they fly";
+  let description = [{
+    In the spirit of XLA's latency-hiding scheduler. For each unscheduled
+    function, every synchronous tensor collective becomes a `*_start` and a
+    `braid.wait`, and the function is list-scheduled over its dependences:
+    a ready start is issued first (as early as its operand allows), then
+    ready compute in its original order, and a wait only when nothing else
+    is ready (as late as possible), the earliest started first. So compute
+    that does not depend on a collective (GPT-NeoX's MLP beside its
+    attention's all_reduce) moves between that collective's start and its
+    wait. Collectives keep their order: a start never passes another
+    collective.
+
+    A pair that hides no more compute (by the cost model on `target`, each
+    kernel with its launch gap) between its start and its wait than
+    `min-hidden-us` stays synchronous: the default is two graph-node
+    launches of the target, the price of the two cross-stream dependencies
+    the pair adds. In a plain tensor-parallel layer every all_reduce feeds
+    the next op, and the function is left as it was. While
+    the schedule holds more than `max-extra-live-bytes` more bytes live at
+    its peak than the original order (an async collective's operand lives
+    until its wait, its payload from its start), the collective started
+    last goes back to synchronous; the default bound is a tenth of the
+    target GPU's memory. Functions already scheduled (streams, async
+    collectives) are left alone. `braid-assign-streams` then puts the
+    started collectives on a communication stream; on one stream a start
+    overlaps nothing.
+
+    Before:
+    ```mlir
+    %a = braid.all_reduce sum %x on @tp : tensor<8xf32> -> tensor<8xf32>
+    %b = braid.silu %y : tensor<8xf32>
+    %c = braid.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+    After:
+    ```mlir
+    %h = braid.all_reduce_start sum %x on @tp : tensor<8xf32> -> !braid.handle<tensor<8xf32>>
+    %b = braid.silu %y : tensor<8xf32>
+    %a = braid.wait %h : !braid.handle<tensor<8xf32>> -> tensor<8xf32>
+    %c = braid.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
+           "Hardware target (preset name or .json) pricing the hidden compute">,
+    Option<"maxExtraLiveBytes", "max-extra-live-bytes", "int64_t",
+           /*default=*/"-1",
+           "Most extra bytes the schedule may keep live at its peak (-1: a "
+           "tenth of the target GPU's memory)">,
+    Option<"minHiddenUs", "min-hidden-us", "double", /*default=*/"-1",
+           "Least compute (us) a collective must hide to run async (-1: two "
+           "graph launches of the target)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Remark per function: collectives made async, extra live bytes">,
+  ];
+}
+
+def BraidAssignStreamsPass : Pass<"braid-assign-streams", "::mlir::ModuleOp"> {
+  let summary = "Compute on stream 0, each group's collectives on a stream "
+                "of their own, when a function has async collectives";
+  let description = [{
+    For each function with async collectives (`*_start`, after
+    `braid-schedule`) and no streams yet: every collective of device group
+    `g` (in declaration order) runs on stream `1 + g`, as a start there and
+    a `braid.wait` on stream 0 (a synchronous collective becomes a start
+    with its wait right after, so each group keeps one communicator and its
+    collectives their order); everything else runs on stream 0. Run
+    `braid-insert-events` next: it orders each start after the producer of
+    its operand. Functions without async collectives stay unscheduled (one
+    stream).
+  }];
+}
+
 def BraidVerifySchedulePass : Pass<"braid-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "Prove a scheduled function race-free and hang-free, or "
                 "refuse it naming the unordered ops";

@@ -23,6 +23,16 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
   if (options.fuseCompute)
     pm.addPass(mlir::braid::createBraidFuseComputePass());
   pm.addPass(mlir::braid::createBraidSimplifyPass());
+  // Hide collectives behind independent compute: start/wait pairs, a
+  // communication stream, the events between the streams.
+  if (options.schedule) {
+    mlir::braid::BraidSchedulePassOptions sched;
+    sched.target = options.target;
+    sched.report = options.report;
+    pm.addPass(mlir::braid::createBraidSchedulePass(sched));
+    pm.addPass(mlir::braid::createBraidAssignStreamsPass());
+    pm.addPass(mlir::braid::createBraidInsertEventsPass());
+  }
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
   // Nothing leaves the compiler unless its schedule is proven safe.
   pm.addPass(mlir::braid::createBraidVerifySchedulePass());
@@ -32,6 +42,7 @@ void braid::registerPipelines() {
   mlir::PassPipelineRegistration<>(
       "braid-default-pipeline",
       "braid-compile's pipeline: sequence parallelism where it pays, "
-      "compute fusion, simplify, plan memory, verify the schedule",
+      "compute fusion, simplify, latency-hiding schedule and streams, "
+      "plan memory, verify the schedule",
       [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
 }

@@ -17,6 +17,9 @@ namespace braid {
 struct PipelineOptions {
   bool fuseCollectives = false; // braid-fuse-collectives (reassociates sums)
   bool fuseCompute = true;      // braid-fuse-compute (test/run/fuse-compute.test)
+  /// braid-schedule + braid-assign-streams + braid-insert-events
+  /// (test/run/schedule.test).
+  bool schedule = true;
   /// Pack independent all_reduces up to this many bytes (0: never).
   int64_t combineCollectiveBytes = 0;
   /// braid-sequence-parallel: "megatron" (where the cost model says it

@@ -117,7 +117,8 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   double host = 0; // when the host has issued the last kernel
   int lastKernel = -1;
 
-  llvm::DenseMap<Value, double> eventTime; // when a recorded event completes
+  // When a recorded event completes, and the entry it completes after.
+  llvm::DenseMap<Value, std::pair<double, int>> eventTime;
   // Collectives placed so far: (stream, device interval).
   std::vector<std::pair<int, std::pair<double, double>>> commOnOtherStreams;
   for (Operation &op : func.getBody().front()) {
@@ -133,12 +134,17 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
         streamFree.resize(stream + 1, 0.0);
         streamLast.resize(stream + 1, -1);
       }
-      if (auto record = dyn_cast<EventRecordOp>(op))
-        eventTime[record.getEvent()] = streamFree[stream];
-      else
-        streamFree[stream] = std::max(
-            streamFree[stream],
-            eventTime.lookup(cast<EventWaitOp>(op).getEvent()));
+      if (auto record = dyn_cast<EventRecordOp>(op)) {
+        eventTime[record.getEvent()] = {streamFree[stream], streamLast[stream]};
+      } else {
+        // The recorder's entry then fixes this stream's next start (the
+        // critical path crosses streams through the event).
+        auto [time, entry] = eventTime.lookup(cast<EventWaitOp>(op).getEvent());
+        if (time > streamFree[stream]) {
+          streamFree[stream] = time;
+          streamLast[stream] = entry;
+        }
+      }
       continue;
     }
     OpCost c = model.cost(&op);
@@ -248,15 +254,17 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   for (int i = 0; i < int(t.entries.size()); ++i)
     if (last < 0 || t.entries[size_t(i)].end > t.entries[size_t(last)].end)
       last = i;
+  // Busy: device time as run, so compute a collective slowed counts whole.
   double busy = 0;
   for (int i = last; i >= 0; i = t.entries[size_t(i)].criticalPredecessor) {
     const TimelineEntry &e = t.entries[size_t(i)];
     t.criticalPath.push_back(i);
-    busy += e.cost.seconds;
+    double ran = e.end - e.start - e.launch;
+    busy += ran;
     if (e.cost.cls == OpClass::Compute)
-      t.criticalCompute += e.cost.seconds;
+      t.criticalCompute += ran;
     if (e.cost.cls == OpClass::Communication)
-      t.criticalComm += e.cost.seconds;
+      t.criticalComm += ran;
   }
   std::reverse(t.criticalPath.begin(), t.criticalPath.end());
   t.launchGaps = std::max(0.0, t.stepTime - busy);

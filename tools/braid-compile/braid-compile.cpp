@@ -49,6 +49,14 @@ static cl::opt<bool> fuseCompute(
              "up as one swiglu op); on by default, --fuse-compute=false "
              "keeps the ops apart"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> schedule(
+    "schedule",
+    cl::desc("Run braid-schedule, braid-assign-streams and braid-insert-events "
+             "in the default pipeline: collectives as start/wait pairs on a "
+             "communication stream where compute can hide them; on by "
+             "default, --schedule=false keeps every collective synchronous "
+             "on one stream"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> combineCollectiveBytes(
     "combine-collectives",
     cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
@@ -126,6 +134,7 @@ int main(int argc, char **argv) {
     braid::PipelineOptions pipeline;
     pipeline.fuseCollectives = fuseCollectives;
     pipeline.fuseCompute = fuseCompute;
+    pipeline.schedule = schedule;
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;

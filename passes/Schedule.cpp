@@ -1,0 +1,351 @@
+//===- Schedule.cpp - braid-schedule --------------------------------------===//
+//
+// Latency-hiding list scheduling (see Passes.td): collectives become
+// `*_start` / `braid.wait` pairs where compute can run while they fly.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
+#include "passes/cost/CostModel.h"
+#include "passes/cost/Target.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace mlir::braid {
+#define GEN_PASS_DEF_BRAIDSCHEDULEPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::braid
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace cost = ::braid::cost;
+
+namespace {
+
+/// A synchronous tensor collective that has an asynchronous form and no
+/// schedule or placement attributes yet.
+bool canRunAsync(Operation *op) {
+  return hasAsyncForm(op) && op->getDiscardableAttrDictionary().empty();
+}
+
+/// Parameters and packs are resident: they are placed just before their
+/// first reader, not scheduled.
+bool isResident(Operation *op) { return isa<ParameterOp, ParameterPackOp>(op); }
+
+/// One node of the function's dependence graph. An async collective is two
+/// nodes: its start (reads the operand) and its wait (yields the result).
+struct Node {
+  enum Kind { Other, Start, Wait } kind = Other;
+  Operation *op = nullptr; // the original op (the collective, for both halves)
+  int order = 0;           // tie-break: original position
+  SmallVector<int, 4> succs;
+  int preds = 0;
+};
+
+/// The schedule of one function: its nodes in issue order.
+struct Order {
+  std::vector<Node> nodes;
+  std::vector<int> sequence;
+};
+
+class FunctionScheduler {
+public:
+  FunctionScheduler(func::FuncOp func, const cost::CostModel &model)
+      : func_(func), model_(model) {
+    for (Operation &op : func.getBody().front())
+      if (!isResident(&op) && !op.hasTrait<OpTrait::IsTerminator>())
+        ops_.push_back(&op);
+  }
+
+  /// List-schedules with the collectives in `async` as start/wait pairs:
+  /// a ready start first (as early as possible), then ready compute in its
+  /// original order, and a wait only when nothing else is ready (as late
+  /// as possible), the earliest-started first.
+  Order schedule(const llvm::DenseSet<Operation *> &async) const {
+    Order o;
+    llvm::DenseMap<Operation *, int>
+        producer; // op -> node yielding its results
+    llvm::DenseMap<Operation *, int> consumer; // op -> node reading operands
+    for (auto [i, op] : llvm::enumerate(ops_)) {
+      if (async.contains(op)) {
+        int s = int(o.nodes.size());
+        o.nodes.push_back({Node::Start, op, int(2 * i)});
+        o.nodes.push_back({Node::Wait, op, int(2 * i + 1)});
+        o.nodes[size_t(s)].succs.push_back(s + 1);
+        ++o.nodes[size_t(s + 1)].preds;
+        consumer[op] = s;
+        producer[op] = s + 1;
+      } else {
+        int n = int(o.nodes.size());
+        o.nodes.push_back({Node::Other, op, int(2 * i)});
+        consumer[op] = producer[op] = n;
+      }
+    }
+    auto edge = [&](int from, int to) {
+      o.nodes[size_t(from)].succs.push_back(to);
+      ++o.nodes[size_t(to)].preds;
+    };
+    int lastCollective = -1;
+    for (Operation *op : ops_) {
+      int reader = consumer.lookup(op);
+      llvm::SmallPtrSet<Operation *, 4> seen;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (producer.count(def) && seen.insert(def).second)
+            edge(producer.lookup(def), reader);
+      // Collectives are issued in their original order on every rank: a
+      // start never passes another collective's start or sync op.
+      if (isa<CollectiveOpInterface>(op)) {
+        if (lastCollective >= 0)
+          edge(lastCollective, reader);
+        lastCollective = reader;
+      }
+    }
+    std::vector<int> preds(o.nodes.size());
+    for (auto [i, n] : llvm::enumerate(o.nodes))
+      preds[i] = n.preds;
+    // Ready sets by priority; starts and compute by original order, waits
+    // by when their start was issued.
+    std::set<std::pair<int, int>> starts, others, waits;
+    std::map<int, int> issuedAt; // start node -> sequence position
+    auto makeReady = [&](int n) {
+      const Node &node = o.nodes[size_t(n)];
+      if (node.kind == Node::Start)
+        starts.insert({node.order, n});
+      else if (node.kind == Node::Wait)
+        waits.insert({issuedAt.at(n - 1), n});
+      else
+        others.insert({node.order, n});
+    };
+    for (size_t n = 0; n < o.nodes.size(); ++n)
+      if (preds[n] == 0)
+        makeReady(int(n));
+    while (!starts.empty() || !others.empty() || !waits.empty()) {
+      std::set<std::pair<int, int>> &from = !starts.empty()   ? starts
+                                            : !others.empty() ? others
+                                                              : waits;
+      int n = from.begin()->second;
+      from.erase(from.begin());
+      if (o.nodes[size_t(n)].kind == Node::Start)
+        issuedAt[n] = int(o.sequence.size());
+      o.sequence.push_back(n);
+      for (int s : o.nodes[size_t(n)].succs)
+        if (--preds[size_t(s)] == 0)
+          makeReady(s);
+    }
+    return o;
+  }
+
+  /// Device seconds of compute (with each kernel's launch gap) issued
+  /// between each async collective's start and its wait: what it can hide
+  /// behind.
+  std::map<Operation *, double> hiddenCompute(const Order &o) const {
+    std::map<Operation *, double> hidden;
+    std::vector<Operation *> inFlight;
+    for (int n : o.sequence) {
+      const Node &node = o.nodes[size_t(n)];
+      if (node.kind == Node::Start) {
+        inFlight.push_back(node.op);
+        hidden[node.op] = 0;
+      } else if (node.kind == Node::Wait) {
+        llvm::erase(inFlight, node.op);
+      } else {
+        cost::OpCost c = model_.cost(node.op);
+        double launch = c.kernel ? model_.target().graphLaunchUs * 1e-6 : 0.0;
+        if (c.cls == cost::OpClass::Compute)
+          for (Operation *coll : inFlight)
+            hidden[coll] += c.seconds + launch;
+      }
+    }
+    return hidden;
+  }
+
+  /// The most arena bytes live at once in `o`: a value from its producer
+  /// to its last reader, an async collective's operand until its wait and
+  /// its payload from its start (MemoryPlan's rules; views are free).
+  int64_t peakLiveBytes(const Order &o) const {
+    llvm::DenseMap<Operation *, int> startPos, endPos; // node positions
+    for (auto [pos, n] : llvm::enumerate(o.sequence)) {
+      const Node &node = o.nodes[size_t(n)];
+      if (node.kind != Node::Wait)
+        startPos[node.op] = int(pos);
+      if (node.kind != Node::Start)
+        endPos[node.op] = int(pos);
+    }
+    int end = int(o.sequence.size());
+    std::vector<int64_t> delta(size_t(end) + 2, 0);
+    auto live = [&](Value v, int from, int to) {
+      if (!needsArenaBuffer(v) || viewOf(v))
+        return;
+      int64_t bytes = tensorBytes(v.getType());
+      delta[size_t(from)] += bytes;
+      delta[size_t(to) + 1] -= bytes;
+    };
+    auto defPos = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && startPos.count(def) ? startPos.lookup(def) : 0;
+    };
+    auto lastUse = [&](Value v, int from) {
+      int last = from;
+      for (Operation *user : v.getUsers()) {
+        if (user->hasTrait<OpTrait::IsTerminator>())
+          return end;
+        // A collective reads its operand until it completes (its wait).
+        if (endPos.count(user))
+          last = std::max(last, endPos.lookup(user));
+      }
+      return last;
+    };
+    for (BlockArgument arg : func_.getBody().front().getArguments())
+      live(arg, 0, lastUse(arg, 0));
+    for (Operation *op : ops_)
+      for (Value r : op->getResults()) {
+        int from = defPos(r);
+        live(r, from, lastUse(r, from));
+      }
+    int64_t now = 0, peak = 0;
+    for (int64_t d : delta) {
+      now += d;
+      peak = std::max(peak, now);
+    }
+    return peak;
+  }
+
+  /// Rewrites the function in `o`'s order, async collectives as pairs.
+  void apply(const Order &o) {
+    Block &body = func_.getBody().front();
+    Operation *terminator = body.getTerminator();
+    OpBuilder b(terminator);
+    llvm::DenseSet<Operation *> placed;
+    // Resident operands go right before their first reader.
+    std::function<void(Operation *)> placeResidents = [&](Operation *op) {
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (isResident(def) && placed.insert(def).second) {
+            placeResidents(def);
+            def->moveBefore(terminator);
+          }
+    };
+    llvm::DenseMap<Operation *, Value> handles;
+    for (int n : o.sequence) {
+      const Node &node = o.nodes[size_t(n)];
+      Operation *op = node.op;
+      placeResidents(op);
+      if (node.kind == Node::Other) {
+        op->moveBefore(terminator);
+        continue;
+      }
+      if (node.kind == Node::Start) {
+        b.setInsertionPoint(terminator);
+        handles[op] = createAsyncStart(b, op)->getResult(0);
+        continue;
+      }
+      b.setInsertionPoint(terminator);
+      Value result = WaitOp::create(b, op->getLoc(), op->getResult(0).getType(),
+                                    handles.lookup(op))
+                         .getResult();
+      op->getResult(0).replaceAllUsesWith(result);
+      op->erase();
+    }
+    placeResidents(terminator);
+  }
+
+  const std::vector<Operation *> &ops() const { return ops_; }
+
+private:
+  mutable func::FuncOp func_;
+  const cost::CostModel &model_;
+  std::vector<Operation *> ops_;
+};
+
+struct BraidSchedulePass
+    : public mlir::braid::impl::BraidSchedulePassBase<BraidSchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
+    if (!tgt) {
+      module.emitError("braid-schedule: ") << llvm::toString(tgt.takeError());
+      return signalPassFailure();
+    }
+    cost::CostModel model(*tgt, cost::LaunchMode::Graph, module);
+    // Default bound: a tenth of the GPU's memory.
+    int64_t bound = maxExtraLiveBytes >= 0
+                        ? int64_t(maxExtraLiveBytes)
+                        : int64_t(tgt->memoryGiB * double(1ull << 30) / 10);
+    // Default: the two cross-stream dependencies an async pair adds (its
+    // start waits for the operand's stream, the wait for the start's),
+    // priced as graph nodes.
+    minHidden_ =
+        (minHiddenUs >= 0 ? double(minHiddenUs) : 2 * tgt->graphLaunchUs) *
+        1e-6;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func.getBody().hasOneBlock())
+        continue;
+      bool scheduled = false;
+      func.walk([&](Operation *op) {
+        scheduled |= getStream(op).has_value() ||
+                     op->hasTrait<OpTrait::BraidAsyncStart>();
+      });
+      if (scheduled)
+        continue; // already scheduled: nothing to decide here
+      scheduleFunction(func, model, bound);
+    }
+  }
+
+  double minHidden_ = 0;
+
+  void scheduleFunction(func::FuncOp func, const cost::CostModel &model,
+                        int64_t bound) {
+    FunctionScheduler s(func, model);
+    llvm::DenseSet<Operation *> async;
+    for (Operation *op : s.ops())
+      if (canRunAsync(op))
+        async.insert(op);
+    if (async.empty())
+      return;
+    int64_t base = s.peakLiveBytes(s.schedule({}));
+    Order order = s.schedule(async);
+    // A pair that hides no more than it costs stays synchronous; then, while
+    // the schedule holds more than `bound` extra bytes live, the async
+    // collective started last goes back to synchronous.
+    for (;;) {
+      std::map<Operation *, double> hidden = s.hiddenCompute(order);
+      bool changed = false;
+      for (auto [op, seconds] : hidden)
+        if (seconds <= minHidden_ || seconds <= 0) {
+          async.erase(op);
+          changed = true;
+        }
+      if (!changed && !async.empty() && s.peakLiveBytes(order) - base > bound) {
+        Operation *last = nullptr;
+        for (int n : order.sequence)
+          if (order.nodes[size_t(n)].kind == Node::Start &&
+              async.contains(order.nodes[size_t(n)].op))
+            last = order.nodes[size_t(n)].op;
+        async.erase(last);
+        changed = true;
+      }
+      if (!changed)
+        break;
+      order = s.schedule(async);
+    }
+    if (report) {
+      int64_t extra = s.peakLiveBytes(order) - base;
+      func.emitRemark() << async.size() << " of "
+                        << llvm::count_if(s.ops(), canRunAsync)
+                        << " collectives async, " << extra
+                        << " extra bytes live at the peak (bound " << bound
+                        << ")";
+    }
+    s.apply(order);
+  }
+};
+
+} // namespace
