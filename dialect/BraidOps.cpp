@@ -111,6 +111,16 @@ void mlir::braid::setStream(Operation *op, int64_t stream) {
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), stream));
 }
 
+bool mlir::braid::isScheduled(Operation *root) {
+  return root
+      ->walk([](Operation *op) {
+        return getStream(op) || op->hasTrait<OpTrait::BraidAsyncStart>()
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 bool mlir::braid::hasAsyncForm(Operation *op) {
   auto coll = dyn_cast<CollectiveOpInterface>(op);
   if (!coll || coll.isAsyncStart() || op->getNumOperands() != 1 ||

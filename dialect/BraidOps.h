@@ -47,6 +47,9 @@ void setStream(Operation *op, int64_t stream);
 /// True for ops that launch no work and so carry no stream: parameters
 /// (runtime-owned) and terminators.
 bool isUnscheduledOp(Operation *op);
+/// True when some op under `root` is on a stream or starts an async
+/// collective: scheduling decisions were made already.
+bool isScheduled(Operation *root);
 /// True when `op` is a synchronous tensor collective (one operand, one
 /// result) whose `*_start` form exists.
 bool hasAsyncForm(Operation *op);

@@ -174,6 +174,9 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
       }
     };
     addUses(v);
+    // A collective writes its payload until its wait, read or not.
+    if (auto wait = dyn_cast_or_null<WaitOp>(v.getDefiningOp()))
+      life.uses.push_back(position.lookup(wait));
     if (auto it = viewsOf.find(v); it != viewsOf.end()) {
       life.views = it->second;
       for (auto [view, offset] : it->second)

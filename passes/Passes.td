@@ -403,6 +403,46 @@ def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
+  let summary = "Cut a prefill's tokens into chunks whose ops interleave, so "
+                "one chunk's collectives overlap the next chunk's compute";
+  let description = [{
+    In a plain tensor-parallel layer every all_reduce feeds the very next
+    op: nothing can hide it. Cutting the tokens (dim 1 of `[batch, tokens,
+    ...]`) into k chunks creates the independence (chunked prefill within
+    one step, the ISO and TokenWeave idea): the function's token inputs are
+    sliced, every op reading token values is issued once per chunk, the
+    k copies of each op side by side, so that after `braid-schedule` chunk
+    i's all_reduce flies while chunk i+1's matmuls run. Causal attention
+    over the KV cache threads the chunks: chunk i writes its keys at its
+    first position and reads the rows of the chunks before it, so every
+    token sees exactly the keys it saw before. A slice of tokens inside one
+    chunk (the last token before the LM head) is taken from that chunk;
+    token outputs are the chunks concatenated, caches the last chunk's.
+
+    `chunks` lists the counts to consider (default `1,2,4`; one count forces
+    it). Each count that divides every token value's dim 1 and whose ops
+    are all token-wise is priced: a copy of the module is cut, scheduled
+    (`braid-schedule`, `braid-assign-streams`, `braid-insert-events`) and
+    simulated on `target`; the fastest step wins, ties to fewer chunks, so
+    a decode step (one token) and anything the model says would be slower
+    stay as they are. Refused, with the reason in the `report` remark: an
+    attention without a KV cache, a softmax or concat along the tokens, a
+    slice of tokens across chunks, a reshape that moves the tokens, an
+    op reading a token value and a whole activation, all_to_all and
+    point-to-point ops. Every chunked op computes what the whole op did for
+    those tokens, so the result is the same bit for bit.
+  }];
+  let options = [
+    Option<"chunks", "chunks", "std::string", "\"1,2,4\"",
+           "Chunk counts to consider, comma-separated (one count forces it)">,
+    Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
+           "Hardware target (preset name or .json) the counts are priced on">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Remark per function: the count chosen, the estimates, refusals">,
+  ];
+}
+
 def BraidSchedulePass : Pass<"braid-schedule", "::mlir::ModuleOp"> {
   let summary = "Latency-hiding list scheduling: collectives as start/wait "
                 "pairs where compute can run while they fly";

@@ -26,6 +26,13 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
   // Hide collectives behind independent compute: start/wait pairs, a
   // communication stream, the events between the streams.
   if (options.schedule) {
+    if (!options.decompose.empty()) {
+      mlir::braid::BraidDecomposePassOptions chunks;
+      chunks.chunks = options.decompose;
+      chunks.target = options.target;
+      chunks.report = options.report;
+      pm.addPass(mlir::braid::createBraidDecomposePass(chunks));
+    }
     mlir::braid::BraidSchedulePassOptions sched;
     sched.target = options.target;
     sched.report = options.report;

@@ -20,6 +20,8 @@ struct PipelineOptions {
   /// braid-schedule + braid-assign-streams + braid-insert-events
   /// (test/run/schedule.test).
   bool schedule = true;
+  /// braid-decompose's chunk counts (with schedule; "": not run).
+  std::string decompose = "1,2,4";
   /// Pack independent all_reduces up to this many bytes (0: never).
   int64_t combineCollectiveBytes = 0;
   /// braid-sequence-parallel: "megatron" (where the cost model says it

@@ -288,12 +288,7 @@ struct BraidSchedulePass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
-      bool scheduled = false;
-      func.walk([&](Operation *op) {
-        scheduled |= getStream(op).has_value() ||
-                     op->hasTrait<OpTrait::BraidAsyncStart>();
-      });
-      if (scheduled)
+      if (isScheduled(func))
         continue; // already scheduled: nothing to decide here
       scheduleFunction(func, model, bound);
     }

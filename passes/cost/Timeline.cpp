@@ -195,6 +195,14 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
     }
     e.launch = launchOnDevice;
     e.end = e.start + launchOnDevice + c.seconds;
+    // A collective that ended before every stream's next start can touch
+    // no later op: drop it (keeps this linear in the ops).
+    if (!commOnOtherStreams.empty()) {
+      double horizon = *std::min_element(streamFree.begin(), streamFree.end());
+      llvm::erase_if(commOnOtherStreams, [&](const auto &interval) {
+        return interval.second.second <= horizon;
+      });
+    }
     // Collectives in flight on other streams take their share of the GPU.
     const Target &tgt = model.target();
     double slow = 1.0 - (c.bound == "compute" ? tgt.collectiveSmFraction

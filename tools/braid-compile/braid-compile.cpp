@@ -57,6 +57,12 @@ static cl::opt<bool> schedule(
              "default, --schedule=false keeps every collective synchronous "
              "on one stream"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<std::string> decompose(
+    "decompose",
+    cl::desc("braid-decompose's chunk counts in the default pipeline (with "
+             "--schedule): the prefill's tokens cut into the count the cost "
+             "model prices fastest; one count forces it, 'off' never cuts"),
+    cl::value_desc("counts"), cl::init("1,2,4"), cl::cat(compileCategory));
 static cl::opt<int64_t> combineCollectiveBytes(
     "combine-collectives",
     cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
@@ -135,6 +141,7 @@ int main(int argc, char **argv) {
     pipeline.fuseCollectives = fuseCollectives;
     pipeline.fuseCompute = fuseCompute;
     pipeline.schedule = schedule;
+    pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;

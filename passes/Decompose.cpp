@@ -1,0 +1,460 @@
+//===- Decompose.cpp - braid-decompose ------------------------------------===//
+//
+// Token-chunk decomposition (see Passes.td): a prefill function's tokens
+// cut into k chunks whose ops interleave op by op, so that braid-schedule
+// can run chunk i's collectives while chunk i+1 computes.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/cost/CostModel.h"
+#include "passes/cost/Target.h"
+#include "passes/cost/Timeline.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+namespace mlir::braid {
+#define GEN_PASS_DEF_BRAIDDECOMPOSEPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::braid
+
+using namespace mlir;
+using namespace mlir::braid;
+namespace cost = ::braid::cost;
+
+namespace {
+
+/// Tokens run along dim 1 ([batch, tokens, ...]) of every token value.
+constexpr unsigned kTokenDim = 1;
+
+RankedTensorType chunkType(Type type, int k) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[kTokenDim] /= k;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// Rewrites one function into k interleaved chunks, or says why not.
+class Decomposer {
+public:
+  Decomposer(func::FuncOp func, int k) : func_(func), k_(k) {}
+
+  /// The reason the function cannot be decomposed, or "" if it can be (a
+  /// dry run: nothing changes).
+  std::string check() {
+    dryRun_ = true;
+    std::string why = run();
+    dryRun_ = false;
+    return why;
+  }
+
+  /// Decomposes (after a successful check()); "" or what went wrong.
+  std::string apply() { return run(); }
+
+private:
+  bool isToken(Value v) const { return tokens_.count(v) > 0; }
+
+  /// A value with a token dim that k divides, else "".
+  std::string divisible(Value v) const {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.getRank() < 2 || t.getDimSize(kTokenDim) % k_ != 0)
+      return "a token value of shape without " + std::to_string(k_) +
+             " equal chunks along dim 1";
+    return "";
+  }
+
+  Value remapped(Value v) const {
+    auto it = remap_.find(v);
+    return it == remap_.end() ? v : it->second;
+  }
+
+  /// Creates `op` again with `operands` and `types` (its attributes,
+  /// `attrs` overriding), before the terminator.
+  Operation *recreate(Operation *op, ValueRange operands, TypeRange types,
+                      ArrayRef<NamedAttribute> attrs = {}) {
+    OpBuilder b(terminator_);
+    OperationState state(op->getLoc(), op->getName());
+    state.addOperands(operands);
+    NamedAttrList all(op->getAttrs());
+    for (NamedAttribute a : attrs)
+      all.set(a.getName(), a.getValue());
+    state.addAttributes(all);
+    state.addTypes(types);
+    return b.create(state);
+  }
+
+  std::string run() {
+    Block &body = func_.getBody().front();
+    terminator_ = body.getTerminator();
+    tokens_.clear();
+    remap_.clear();
+    pinnedFrom_.clear();
+    SmallVector<Operation *> old;
+    for (Operation &op : body)
+      if (&op != terminator_)
+        old.push_back(&op);
+    // Token inputs: bound inputs of rank >= 2 whose dim 1 is the tokens.
+    int64_t tokens = -1;
+    for (BlockArgument arg : body.getArguments()) {
+      if (!func_.getArgAttr(arg.getArgNumber(), "braid.input"))
+        continue;
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (!t || t.getRank() < 2)
+        continue;
+      if (tokens < 0)
+        tokens = t.getDimSize(kTokenDim);
+      if (tokens <= 1)
+        return "one token (a decode step): nothing to cut";
+      if (t.getDimSize(kTokenDim) != tokens)
+        continue;
+      if (std::string why = divisible(arg); !why.empty())
+        return why;
+      if (dryRun_) {
+        tokens_[arg] = {};
+        continue;
+      }
+      OpBuilder b(&body, body.begin());
+      int64_t c = t.getDimSize(kTokenDim) / k_;
+      for (int i = 0; i < k_; ++i) {
+        SmallVector<int64_t> offsets(t.getRank(), 0), sizes(t.getShape());
+        offsets[kTokenDim] = i * c;
+        sizes[kTokenDim] = c;
+        tokens_[arg].push_back(SliceOp::create(
+            b, arg.getLoc(), chunkType(t, k_), arg, offsets, sizes));
+      }
+    }
+    if (tokens_.empty())
+      return "no token inputs";
+    for (Operation *op : old)
+      if (std::string why = visit(op); !why.empty())
+        return why;
+    if (dryRun_)
+      return "";
+    // Outputs: token values are the chunks concatenated; the rest as
+    // remapped (the last chunk's caches).
+    OpBuilder b(terminator_);
+    for (OpOperand &use : terminator_->getOpOperands()) {
+      Value v = use.get();
+      if (isToken(v)) {
+        use.set(ConcatOp::create(b, v.getLoc(), v.getType(), tokens_[v],
+                                 b.getI64IntegerAttr(kTokenDim)));
+      } else {
+        use.set(remapped(v));
+      }
+    }
+    for (Operation *op : llvm::reverse(old))
+      if (op->getBlock() && op->use_empty() &&
+          !isa<ParameterOp, ParameterPackOp>(op))
+        op->erase();
+    // Slices and reshapes made for the old first-token position, unread.
+    SmallVector<Operation *> dead;
+    for (Operation &op : llvm::reverse(body))
+      if (!isa<ParameterOp, ParameterPackOp>(op) && isOpTriviallyDead(&op))
+        dead.push_back(&op);
+    for (Operation *op : dead)
+      if (isOpTriviallyDead(op))
+        op->erase();
+    return "";
+  }
+
+  /// One op: moved as it is when it reads no token value, else once per
+  /// chunk (or once, on the chunk holding a token slice).
+  std::string visit(Operation *op) {
+    if (isa<ParameterOp, ParameterPackOp>(op))
+      return "";
+    bool readsTokens =
+        llvm::any_of(op->getOperands(), [&](Value v) { return isToken(v); });
+    if (!readsTokens) {
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        return "an attention whose inputs are not token values";
+      if (!dryRun_) {
+        for (OpOperand &use : op->getOpOperands())
+          use.set(remapped(use.get()));
+        op->moveBefore(terminator_);
+      }
+      return "";
+    }
+    for (Value r : op->getResults())
+      if (std::string why = divisible(r);
+          !why.empty() && !isa<SliceOp, AttentionOp>(op))
+        return why;
+    if (auto slice = dyn_cast<SliceOp>(op))
+      return visitSlice(slice);
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      return visitAttention(attention);
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      auto in = cast<RankedTensorType>(reshape.getInput().getType());
+      auto out = cast<RankedTensorType>(reshape.getType());
+      if (out.getRank() < 2 || in.getDimSize(0) != out.getDimSize(0) ||
+          in.getDimSize(kTokenDim) != out.getDimSize(kTokenDim))
+        return "a reshape that moves the token dim";
+    }
+    if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
+      if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
+        return ("a '" + op->getName().getStringRef() + "' over token values")
+            .str();
+      // Along the tokens only when each chunk splits over the group.
+      if (auto gather = dyn_cast<AllGatherOp>(op))
+        if (gather.getDim() == int64_t(kTokenDim) &&
+            !divisible(gather.getInput()).empty())
+          return "an all_gather along the tokens";
+      if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+        if (scatter.getDim() == int64_t(kTokenDim) &&
+            !divisible(scatter.getResult()).empty())
+          return "a reduce_scatter along the tokens whose chunks do not "
+                 "split over the group";
+    } else if (!isa<MatmulOp, AddOp, MulOp, SiluOp, GeluOp, SwigluOp, RmsNormOp,
+                    AddRmsNormOp, LayerNormOp, RopeOp, EmbeddingOp, ReshapeOp,
+                    SoftmaxOp, ConcatOp>(op)) {
+      return ("a '" + op->getName().getStringRef() + "' over token values")
+          .str();
+    }
+    if (auto softmax = dyn_cast<SoftmaxOp>(op))
+      if (softmax.getDim() == int64_t(kTokenDim))
+        return "a softmax along the tokens";
+    if (auto concat = dyn_cast<ConcatOp>(op))
+      if (concat.getDim() == int64_t(kTokenDim))
+        return "a concat along the tokens";
+    // Every other operand is shared by all chunks, so it must not carry
+    // the tokens: a broadcast bias or a weight, never a whole activation.
+    for (Value v : op->getOperands())
+      if (!isToken(v)) {
+        auto t = dyn_cast<RankedTensorType>(v.getType());
+        auto r = cast<RankedTensorType>(op->getResult(0).getType());
+        bool weight = isa<MatmulOp>(op) && v == op->getOperand(1);
+        bool table = isa<EmbeddingOp>(op) && v == op->getOperand(1);
+        if (t && !weight && !table && t.getRank() >= r.getRank() - 1)
+          return ("a '" + op->getName().getStringRef() +
+                  "' reading a token value and a whole one")
+              .str();
+      }
+    if (dryRun_) {
+      for (Value r : op->getResults())
+        tokens_[r] = {};
+      return "";
+    }
+    for (int i = 0; i < k_; ++i) {
+      SmallVector<Value> operands;
+      for (Value v : op->getOperands())
+        operands.push_back(isToken(v) ? tokens_[v][size_t(i)] : remapped(v));
+      SmallVector<Type> types;
+      for (Value r : op->getResults())
+        types.push_back(chunkType(r.getType(), k_));
+      Operation *chunk = recreate(op, operands, types);
+      for (auto [r, c] : llvm::zip_equal(op->getResults(), chunk->getResults()))
+        tokens_[r].push_back(c);
+    }
+    return "";
+  }
+
+  /// Along other dims: per chunk. Along the tokens: a range inside one
+  /// chunk is a slice of that chunk (the last token, say), shared after.
+  std::string visitSlice(SliceOp slice) {
+    Value in = slice.getInput();
+    auto t = cast<RankedTensorType>(in.getType());
+    ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
+    int64_t n = t.getDimSize(kTokenDim), c = n / k_;
+    bool allTokens = offsets[kTokenDim] == 0 && sizes[kTokenDim] == n;
+    if (allTokens) {
+      if (dryRun_) {
+        tokens_[slice.getResult()] = {};
+        return "";
+      }
+      SmallVector<int64_t> chunkSizes(sizes);
+      chunkSizes[kTokenDim] = c;
+      for (int i = 0; i < k_; ++i)
+        tokens_[slice.getResult()].push_back(
+            recreate(slice, {tokens_[in][size_t(i)]},
+                     {chunkType(slice.getType(), k_)},
+                     {NamedAttribute(slice.getSizesAttrName(),
+                                     DenseI64ArrayAttr::get(slice.getContext(),
+                                                            chunkSizes))})
+                ->getResult(0));
+      return "";
+    }
+    int64_t j = offsets[kTokenDim] / c;
+    if ((offsets[kTokenDim] + sizes[kTokenDim] - 1) / c != j)
+      return "a slice of tokens across chunks";
+    if (dryRun_)
+      return "";
+    SmallVector<int64_t> local(offsets);
+    local[kTokenDim] -= j * c;
+    Operation *pinned = recreate(
+        slice, {tokens_[in][size_t(j)]}, {slice.getType()},
+        {NamedAttribute(slice.getOffsetsAttrName(),
+                        DenseI64ArrayAttr::get(slice.getContext(), local))});
+    remap_[slice.getResult()] = pinned->getResult(0);
+    pinnedFrom_[pinned->getResult(0)] = slice;
+    return "";
+  }
+
+  /// Causal attention over a KV cache: chunk i writes its keys at its
+  /// first position and reads the rows chunks < i wrote, so the chunks
+  /// thread the caches. Its position is `reshape(slice(P))` of the first
+  /// token of a token value P (the positions input): chunk i's is the
+  /// first token of P's chunk i.
+  std::string visitAttention(AttentionOp attention) {
+    if (!attention.hasCache() || !isToken(attention.getQ()) ||
+        !isToken(attention.getK()) || !isToken(attention.getV()) ||
+        isToken(attention.getKCache()) || isToken(attention.getVCache()))
+      return "an attention without a KV cache, or over token caches";
+    Value position = attention.getPosition();
+    auto reshape = position.getDefiningOp<ReshapeOp>();
+    auto first = reshape ? reshape.getInput().getDefiningOp<SliceOp>()
+                         : position.getDefiningOp<SliceOp>();
+    // Moved ops read the pinned copy: look through to the original slice.
+    if (first && pinnedFrom_.count(first.getResult()))
+      first = pinnedFrom_.lookup(first.getResult());
+    if (!first || !isToken(first.getInput()) ||
+        first.getOffsets()[kTokenDim] != 0 || first.getSizes()[kTokenDim] != 1)
+      return "an attention position that is not the first token's";
+    if (dryRun_) {
+      tokens_[attention.getOutput()] = {};
+      return "";
+    }
+    Value kCache = remapped(attention.getKCache());
+    Value vCache = remapped(attention.getVCache());
+    for (int i = 0; i < k_; ++i) {
+      Value pos = recreate(first, {tokens_[first.getInput()][size_t(i)]},
+                           {first.getType()})
+                      ->getResult(0);
+      if (reshape)
+        pos = recreate(reshape, {pos}, {reshape.getType()})->getResult(0);
+      Operation *chunk =
+          recreate(attention,
+                   {tokens_[attention.getQ()][size_t(i)],
+                    tokens_[attention.getK()][size_t(i)],
+                    tokens_[attention.getV()][size_t(i)], kCache, vCache, pos},
+                   {chunkType(attention.getOutput().getType(), k_),
+                    kCache.getType(), vCache.getType()});
+      tokens_[attention.getOutput()].push_back(chunk->getResult(0));
+      kCache = chunk->getResult(1);
+      vCache = chunk->getResult(2);
+    }
+    remap_[attention.getUpdatedCache()[0]] = kCache;
+    remap_[attention.getUpdatedCache()[1]] = vCache;
+    return "";
+  }
+
+  func::FuncOp func_;
+  int k_;
+  bool dryRun_ = false;
+  Operation *terminator_ = nullptr;
+  llvm::DenseMap<Value, SmallVector<Value>> tokens_; // token value -> chunks
+  llvm::DenseMap<Value, Value> remap_;        // shared value -> its replacement
+  llvm::DenseMap<Value, SliceOp> pinnedFrom_; // pinned slice -> original
+};
+
+struct BraidDecomposePass
+    : public mlir::braid::impl::BraidDecomposePassBase<BraidDecomposePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
+    if (!tgt) {
+      module.emitError("braid-decompose: ") << llvm::toString(tgt.takeError());
+      return signalPassFailure();
+    }
+    SmallVector<int> candidates;
+    SmallVector<StringRef> pieces;
+    StringRef(chunks).split(pieces, ',');
+    for (StringRef piece : pieces) {
+      int k = 0;
+      if (piece.trim().getAsInteger(10, k) || k < 1) {
+        module.emitError("braid-decompose: chunks must be a list of positive "
+                         "counts, got '")
+            << chunks << "'";
+        return signalPassFailure();
+      }
+      candidates.push_back(k);
+    }
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs) {
+      if (func.isExternal() || !func.getBody().hasOneBlock())
+        continue;
+      if (isScheduled(func))
+        continue;
+      decomposeFunction(module, func, *tgt, candidates);
+    }
+  }
+
+  /// The step braid-estimate gives `func` cut into `k` chunks, then
+  /// scheduled (schedule, streams, events) on a copy of the module.
+  std::optional<double> estimate(ModuleOp module, StringRef name, int k,
+                                 const cost::Target &tgt) {
+    OwningOpRef<ModuleOp> copy(module.clone());
+    auto func = copy->lookupSymbol<func::FuncOp>(name);
+    if (k > 1) {
+      Decomposer d(func, k);
+      if (!d.check().empty())
+        return std::nullopt;
+      if (!d.apply().empty())
+        return std::nullopt;
+    }
+    PassManager pm(copy->getContext());
+    mlir::braid::BraidSchedulePassOptions sched;
+    sched.target = target;
+    pm.addPass(mlir::braid::createBraidSchedulePass(sched));
+    pm.addPass(mlir::braid::createBraidAssignStreamsPass());
+    pm.addPass(mlir::braid::createBraidInsertEventsPass());
+    if (failed(pm.run(*copy)))
+      return std::nullopt;
+    cost::CostModel model(tgt, cost::LaunchMode::Graph, *copy);
+    return cost::simulate(copy->lookupSymbol<func::FuncOp>(name), model)
+        .stepTime;
+  }
+
+  void decomposeFunction(ModuleOp module, func::FuncOp func,
+                         const cost::Target &tgt, ArrayRef<int> candidates) {
+    // A count that cannot apply is reported and skipped.
+    SmallVector<std::pair<int, std::string>> refused;
+    SmallVector<int> legal;
+    for (int k : candidates) {
+      if (k == 1) {
+        legal.push_back(1);
+        continue;
+      }
+      std::string why = Decomposer(func, k).check();
+      if (why.empty())
+        legal.push_back(k);
+      else
+        refused.push_back({k, why});
+    }
+    int best = 1;
+    std::string decision;
+    llvm::raw_string_ostream os(decision);
+    if (legal.size() == 1) {
+      best = legal.front();
+    } else {
+      // The cost model picks: the fastest scheduled step, ties to fewer.
+      std::optional<double> bestTime;
+      for (int k : legal) {
+        std::optional<double> t = estimate(module, func.getSymName(), k, tgt);
+        if (t)
+          os << " k=" << k << ": " << llvm::format("%.3f", *t * 1e3) << " ms;";
+        if (t && (!bestTime || *t < *bestTime * (1 - 1e-9))) {
+          bestTime = t;
+          best = k;
+        }
+      }
+    }
+    if (best > 1)
+      if (std::string why = Decomposer(func, best).apply(); !why.empty()) {
+        func.emitError("braid-decompose: ") << why;
+        return signalPassFailure();
+      }
+    if (report) {
+      auto remark = func.emitRemark() << "braid-decompose: " << best
+                                      << (best == 1 ? " chunk" : " chunks");
+      if (!decision.empty())
+        remark << " (estimated" << decision << ")";
+      for (auto &[k, why] : refused)
+        remark << "; k=" << k << " refused: " << why;
+    }
+  }
+};
+
+} // namespace
