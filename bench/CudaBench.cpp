@@ -204,6 +204,27 @@ Expected<StepTimes> timeSteps(const LoadedPlan &loaded, bool graph,
   return t;
 }
 
+/// One plan's decode step three ways: replayed as a CUDA Graph, launched
+/// eagerly, and eagerly with per-op events (the profile).
+struct PlanTimes {
+  StepTimes graph, eager, profiled;
+};
+Expected<PlanTimes> timePlan(const LoadedPlan &loaded, const Inputs &in,
+                             const Options &o, const std::string &label) {
+  PlanTimes t;
+  for (auto [out, graph, profile, what] :
+       {std::tuple<StepTimes *, bool, bool, const char *>{&t.graph, true, false,
+                                                          "graph"},
+        {&t.eager, false, false, "eager"},
+        {&t.profiled, false, true, "eager, profiled"}}) {
+    auto steps = timeSteps(loaded, graph, profile, in, o);
+    if (!steps)
+      return errorf(label, what, ": ", steps.status().message());
+    *out = std::move(*steps);
+  }
+  return t;
+}
+
 double sumMs(const std::vector<OpTime> &ops) {
   double s = 0;
   for (const OpTime &op : ops)
@@ -734,15 +755,11 @@ Status compareWith(const LoadedPlan &loaded, const StepTimes &graph,
   if (other->root().world_size() != 1)
     return errorf("--against: ", o.against, " has ",
                   other->root().world_size(), " ranks, the benchmark runs tp 1");
-  auto og = timeSteps(*other, true, false, in, o);
-  if (!og)
-    return errorf("--against, graph: ", og.status().message());
-  auto oe = timeSteps(*other, false, false, in, o);
-  if (!oe)
-    return errorf("--against, eager: ", oe.status().message());
-  auto op = timeSteps(*other, false, true, in, o);
-  if (!op)
-    return errorf("--against, eager, profiled: ", op.status().message());
+  auto times = timePlan(*other, in, o, "--against, ");
+  if (!times)
+    return times.status();
+  const StepTimes *og = &times->graph, *oe = &times->eager,
+                  *op = &times->profiled;
   double g = median(graph.device), e = median(eager.device);
   double g2 = median(og->device), e2 = median(oe->device);
   std::cout << "\n## Against " << o.against
@@ -820,15 +837,11 @@ Status run(const Options &o) {
     return bw.status();
   Inputs in = makeInputs(*shape, loaded->root(), o);
 
-  auto graph = timeSteps(*loaded, true, false, in, o);
-  if (!graph)
-    return errorf("graph: ", graph.status().message());
-  auto eager = timeSteps(*loaded, false, false, in, o);
-  if (!eager)
-    return errorf("eager: ", eager.status().message());
-  auto profiled = timeSteps(*loaded, false, true, in, o);
-  if (!profiled)
-    return errorf("eager, profiled: ", profiled.status().message());
+  auto times = timePlan(*loaded, in, o, "");
+  if (!times)
+    return times.status();
+  const StepTimes *graph = &times->graph, *eager = &times->eager,
+                  *profiled = &times->profiled;
 
   double g = median(graph->device), e = median(eager->device);
   std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
