@@ -82,10 +82,6 @@ struct BraidAssignStreamsPass
       op->getResult(0).replaceAllUsesWith(wait.getResult());
       op->erase();
     }
-    // Waits issued by braid-schedule run on the compute stream.
-    for (Operation &op : body)
-      if (isa<WaitOp>(op))
-        setStream(&op, 0);
     return success();
   }
 };

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "passes/cost/CostModel.h"
 #include "passes/cost/Target.h"
 #include "passes/cost/Timeline.h"
@@ -167,7 +168,7 @@ private:
     bool readsTokens =
         llvm::any_of(op->getOperands(), [&](Value v) { return isToken(v); });
     if (!readsTokens) {
-      if (auto attention = dyn_cast<AttentionOp>(op))
+      if (isa<AttentionOp>(op))
         return "an attention whose inputs are not token values";
       if (!dryRun_) {
         for (OpOperand &use : op->getOpOperands())
@@ -387,19 +388,11 @@ struct BraidDecomposePass
                                  const cost::Target &tgt) {
     OwningOpRef<ModuleOp> copy(module.clone());
     auto func = copy->lookupSymbol<func::FuncOp>(name);
-    if (k > 1) {
-      Decomposer d(func, k);
-      if (!d.check().empty())
-        return std::nullopt;
-      if (!d.apply().empty())
-        return std::nullopt;
-    }
+    // `k` passed check() on the original already.
+    if (k > 1 && !Decomposer(func, k).apply().empty())
+      return std::nullopt;
     PassManager pm(copy->getContext());
-    mlir::braid::BraidSchedulePassOptions sched;
-    sched.target = target;
-    pm.addPass(mlir::braid::createBraidSchedulePass(sched));
-    pm.addPass(mlir::braid::createBraidAssignStreamsPass());
-    pm.addPass(mlir::braid::createBraidInsertEventsPass());
+    ::braid::addSchedulingPasses(pm, target);
     if (failed(pm.run(*copy)))
       return std::nullopt;
     cost::CostModel model(tgt, cost::LaunchMode::Graph, *copy);

@@ -70,12 +70,19 @@ struct BraidFuseComputePass
   void runOnOperation() override {
     if (matmuls) {
       getOperation().walk([&](Block *block) { fuseMatmuls(*block); });
+      // Only ropes of one fused result can pair: bucket them by it.
       SmallVector<RopeOp> ropes;
-      getOperation().walk([&](RopeOp op) { ropes.push_back(op); });
+      llvm::DenseMap<Value, SmallVector<RopeOp>> byFused;
+      getOperation().walk([&](RopeOp op) {
+        if (std::optional<RopeSource> src = ropeSource(op)) {
+          ropes.push_back(op);
+          byFused[src->fused].push_back(op);
+        }
+      });
       llvm::SmallPtrSet<Operation *, 16> erased;
       for (RopeOp rope : ropes)
         if (!erased.count(rope))
-          fuseAdjacentRopes(rope, ropes, erased);
+          fuseAdjacentRopes(rope, byFused[ropeSource(rope)->fused], erased);
     }
     SmallVector<MulOp> muls;
     getOperation().walk([&](MulOp op) { muls.push_back(op); });

@@ -98,7 +98,7 @@ std::optional<ViewOf> mlir::braid::viewOf(Value v) {
       in.getShape().data(), offsets.data(), sizes.data(), sizes.size());
   if (!start)
     return std::nullopt;
-  return ViewOf{source, *start * (tensorBytes(in) / in.getNumElements())};
+  return ViewOf{source, *start * *elementByteSize(in.getElementType())};
 }
 
 ViewOf mlir::braid::viewRoot(Value v) {

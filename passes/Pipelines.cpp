@@ -33,16 +33,21 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
       chunks.report = options.report;
       pm.addPass(mlir::braid::createBraidDecomposePass(chunks));
     }
-    mlir::braid::BraidSchedulePassOptions sched;
-    sched.target = options.target;
-    sched.report = options.report;
-    pm.addPass(mlir::braid::createBraidSchedulePass(sched));
-    pm.addPass(mlir::braid::createBraidAssignStreamsPass());
-    pm.addPass(mlir::braid::createBraidInsertEventsPass());
+    addSchedulingPasses(pm, options.target, options.report);
   }
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
   // Nothing leaves the compiler unless its schedule is proven safe.
   pm.addPass(mlir::braid::createBraidVerifySchedulePass());
+}
+
+void braid::addSchedulingPasses(mlir::OpPassManager &pm,
+                                const std::string &target, bool report) {
+  mlir::braid::BraidSchedulePassOptions sched;
+  sched.target = target;
+  sched.report = report;
+  pm.addPass(mlir::braid::createBraidSchedulePass(sched));
+  pm.addPass(mlir::braid::createBraidAssignStreamsPass());
+  pm.addPass(mlir::braid::createBraidInsertEventsPass());
 }
 
 void braid::registerPipelines() {

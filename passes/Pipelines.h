@@ -35,6 +35,13 @@ struct PipelineOptions {
 void buildDefaultPipeline(mlir::OpPassManager &pm,
                           const PipelineOptions &options = {});
 
+/// braid-schedule (priced on `target`), braid-assign-streams and
+/// braid-insert-events: what turns an unscheduled module into a scheduled
+/// one. The default pipeline runs them; braid-decompose prices its chunk
+/// counts by running them on a copy.
+void addSchedulingPasses(mlir::OpPassManager &pm, const std::string &target,
+                         bool report = false);
+
 /// Registers `braid-default-pipeline`.
 void registerPipelines();
 

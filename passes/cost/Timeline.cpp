@@ -112,8 +112,14 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
     int entry = -1;
   };
   llvm::DenseMap<Value, Ready> ready;
-  std::vector<double> streamFree(2, 0.0);
-  std::vector<int> streamLast(2, -1);
+  // One slot per stream the function uses, so the earliest next start
+  // over them (the contention horizon below) is over real streams.
+  size_t numStreams = 1;
+  if (!serial)
+    for (Operation &op : func.getBody().front())
+      numStreams = std::max(numStreams, size_t(getStream(&op).value_or(0)) + 1);
+  std::vector<double> streamFree(numStreams, 0.0);
+  std::vector<int> streamLast(numStreams, -1);
   double host = 0; // when the host has issued the last kernel
   int lastKernel = -1;
 
