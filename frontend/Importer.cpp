@@ -555,8 +555,10 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
       argAttrs.push_back(named("braid.state", state));
       resAttrs.push_back(named("braid.state", state));
     }
-  auto func = func::FuncOp::create(b, b.getUnknownLoc(), name,
-                                   b.getFunctionType(inputs, results));
+  // Named, so that diagnostics about the function say which one.
+  auto func =
+      func::FuncOp::create(b, NameLoc::get(b.getStringAttr("@" + name.str())),
+                           name, b.getFunctionType(inputs, results));
   func.setAllArgAttrs(argAttrs);
   func.setAllResultAttrs(resAttrs);
   OpBuilder::InsertionGuard guard(b);

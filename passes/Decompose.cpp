@@ -16,6 +16,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
 
+#include <set>
+#include <tuple>
+
 namespace mlir::braid {
 #define GEN_PASS_DEF_BRAIDDECOMPOSEPASS
 #include "passes/Passes.h.inc"
@@ -37,10 +40,23 @@ RankedTensorType chunkType(Type type, int k) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
+/// Sets the chunk ops are created for, for one scope.
+class ChunkScope {
+public:
+  ChunkScope(int &chunk, int value) : chunk_(chunk) { chunk_ = value; }
+  ~ChunkScope() { chunk_ = -1; }
+
+private:
+  int &chunk_;
+};
+
 /// Rewrites one function into k interleaved chunks, or says why not.
 class Decomposer {
 public:
-  Decomposer(func::FuncOp func, int k) : func_(func), k_(k) {}
+  /// With `skewed`, apply() leaves the chunks in a software pipeline
+  /// (skew()), else side by side.
+  Decomposer(func::FuncOp func, int k, bool skewed = false)
+      : func_(func), k_(k), skewed_(skewed) {}
 
   /// The reason the function cannot be decomposed, or "" if it can be (a
   /// dry run: nothing changes).
@@ -83,7 +99,10 @@ private:
       all.set(a.getName(), a.getValue());
     state.addAttributes(all);
     state.addTypes(types);
-    return b.create(state);
+    Operation *created = b.create(state);
+    if (chunk_ >= 0)
+      chunkOf_[created] = chunk_;
+    return created;
   }
 
   std::string run() {
@@ -92,6 +111,7 @@ private:
     tokens_.clear();
     remap_.clear();
     pinnedFrom_.clear();
+    chunkOf_.clear();
     SmallVector<Operation *> old;
     for (Operation &op : body)
       if (&op != terminator_)
@@ -122,8 +142,10 @@ private:
         SmallVector<int64_t> offsets(t.getRank(), 0), sizes(t.getShape());
         offsets[kTokenDim] = i * c;
         sizes[kTokenDim] = c;
-        tokens_[arg].push_back(SliceOp::create(
-            b, arg.getLoc(), chunkType(t, k_), arg, offsets, sizes));
+        auto chunk = SliceOp::create(b, arg.getLoc(), chunkType(t, k_), arg,
+                                     offsets, sizes);
+        chunkOf_[chunk] = i;
+        tokens_[arg].push_back(chunk);
       }
     }
     if (tokens_.empty())
@@ -157,7 +179,65 @@ private:
     for (Operation *op : dead)
       if (isOpTriviallyDead(op))
         op->erase();
+    if (skewed_)
+      skew(body);
     return "";
+  }
+
+  /// Reorders the body as a software pipeline in which chunk c runs c
+  /// collectives behind chunk 0. Side by side (the order visit() creates),
+  /// the chunks' copies of one collective are adjacent in the program, and
+  /// collectives keep their program order on their stream: with sequence
+  /// parallelism chunk 0's all_gather queues behind every chunk's
+  /// reduce_scatter, the last of which waits for the last chunk's matmul,
+  /// so that pair is exposed in every layer. Skewed, one chunk's
+  /// collectives fly while the other chunks compute, at the price of
+  /// filling and draining the pipeline once per step. An op's place is
+  /// (collectives on its longest input path + its chunk, its chunk, its
+  /// position side by side), taken in dependence order; an op of no chunk
+  /// counts as chunk 0 and comes when its operands are there.
+  void skew(Block &body) {
+    SmallVector<Operation *> ops;
+    llvm::DenseMap<Operation *, int> index;
+    for (Operation &op : body)
+      if (&op != terminator_) {
+        index[&op] = int(ops.size());
+        ops.push_back(&op);
+      }
+    std::vector<int64_t> depth(ops.size(), 0);
+    std::vector<int> pending(ops.size(), 0);
+    std::vector<SmallVector<int, 4>> users(ops.size());
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      llvm::SmallDenseSet<int, 4> seen;
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        auto it = def ? index.find(def) : index.end();
+        if (it == index.end() || !seen.insert(it->second).second)
+          continue;
+        int d = it->second;
+        depth[i] = std::max(depth[i],
+                            depth[size_t(d)] + isa<CollectiveOpInterface>(def));
+        users[size_t(d)].push_back(int(i));
+        ++pending[i];
+      }
+    }
+    using Key = std::tuple<int64_t, int, int>;
+    auto key = [&](int i) {
+      int chunk = chunkOf_.lookup(ops[size_t(i)]);
+      return Key{depth[size_t(i)] + chunk, chunk, i};
+    };
+    std::set<Key> ready;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (pending[i] == 0)
+        ready.insert(key(int(i)));
+    while (!ready.empty()) {
+      int i = std::get<2>(*ready.begin());
+      ready.erase(ready.begin());
+      ops[size_t(i)]->moveBefore(terminator_);
+      for (int u : users[size_t(i)])
+        if (--pending[size_t(u)] == 0)
+          ready.insert(key(u));
+    }
   }
 
   /// One op: moved as it is when it reads no token value, else once per
@@ -237,6 +317,7 @@ private:
       return "";
     }
     for (int i = 0; i < k_; ++i) {
+      ChunkScope scope(chunk_, i);
       SmallVector<Value> operands;
       for (Value v : op->getOperands())
         operands.push_back(isToken(v) ? tokens_[v][size_t(i)] : remapped(v));
@@ -265,7 +346,8 @@ private:
       }
       SmallVector<int64_t> chunkSizes(sizes);
       chunkSizes[kTokenDim] = c;
-      for (int i = 0; i < k_; ++i)
+      for (int i = 0; i < k_; ++i) {
+        ChunkScope scope(chunk_, i);
         tokens_[slice.getResult()].push_back(
             recreate(slice, {tokens_[in][size_t(i)]},
                      {chunkType(slice.getType(), k_)},
@@ -273,6 +355,7 @@ private:
                                      DenseI64ArrayAttr::get(slice.getContext(),
                                                             chunkSizes))})
                 ->getResult(0));
+      }
       return "";
     }
     int64_t j = offsets[kTokenDim] / c;
@@ -282,6 +365,7 @@ private:
       return "";
     SmallVector<int64_t> local(offsets);
     local[kTokenDim] -= j * c;
+    ChunkScope scope(chunk_, int(j));
     Operation *pinned = recreate(
         slice, {tokens_[in][size_t(j)]}, {slice.getType()},
         {NamedAttribute(slice.getOffsetsAttrName(),
@@ -318,6 +402,7 @@ private:
     Value kCache = remapped(attention.getKCache());
     Value vCache = remapped(attention.getVCache());
     for (int i = 0; i < k_; ++i) {
+      ChunkScope scope(chunk_, i);
       Value pos = recreate(first, {tokens_[first.getInput()][size_t(i)]},
                            {first.getType()})
                       ->getResult(0);
@@ -341,11 +426,14 @@ private:
 
   func::FuncOp func_;
   int k_;
+  bool skewed_;
   bool dryRun_ = false;
   Operation *terminator_ = nullptr;
   llvm::DenseMap<Value, SmallVector<Value>> tokens_; // token value -> chunks
   llvm::DenseMap<Value, Value> remap_;        // shared value -> its replacement
   llvm::DenseMap<Value, SliceOp> pinnedFrom_; // pinned slice -> original
+  int chunk_ = -1;                            // the chunk being created
+  llvm::DenseMap<Operation *, int> chunkOf_;  // created op -> its chunk
 };
 
 struct BraidDecomposePass
@@ -357,6 +445,12 @@ struct BraidDecomposePass
     llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
     if (!tgt) {
       module.emitError("braid-decompose: ") << llvm::toString(tgt.takeError());
+      return signalPassFailure();
+    }
+    if (order != "auto" && order != "side-by-side" && order != "skewed") {
+      module.emitError("braid-decompose: order must be 'auto', "
+                       "'side-by-side' or 'skewed', got '")
+          << order << "'";
       return signalPassFailure();
     }
     SmallVector<int> candidates;
@@ -382,66 +476,88 @@ struct BraidDecomposePass
     }
   }
 
-  /// The step braid-estimate gives `func` cut into `k` chunks, then
-  /// scheduled (schedule, streams, events) on a copy of the module.
+  /// The step braid-estimate gives `func` cut into `k` chunks (in the
+  /// pipeline order with `skewed`), then scheduled (schedule, streams,
+  /// events) on a copy of the module.
   std::optional<double> estimate(ModuleOp module, StringRef name, int k,
-                                 const cost::Target &tgt) {
+                                 bool skewed, const cost::Target &tgt) {
+    // The copy holds this function only: scheduling the others would price
+    // nothing.
     OwningOpRef<ModuleOp> copy(module.clone());
+    for (auto other : llvm::to_vector(copy->getOps<func::FuncOp>()))
+      if (other.getSymName() != name)
+        other.erase();
     auto func = copy->lookupSymbol<func::FuncOp>(name);
     // `k` passed check() on the original already.
-    if (k > 1 && !Decomposer(func, k).apply().empty())
+    if (k > 1 && !Decomposer(func, k, skewed).apply().empty())
       return std::nullopt;
     PassManager pm(copy->getContext());
-    ::braid::addSchedulingPasses(pm, target);
+    pm.enableVerifier(false); // a copy that is priced and thrown away
+    ::braid::addSchedulingPasses(pm, target, /*report=*/false,
+                                 /*events=*/false);
     if (failed(pm.run(*copy)))
       return std::nullopt;
     cost::CostModel model(tgt, cost::LaunchMode::Graph, *copy);
-    return cost::simulate(copy->lookupSymbol<func::FuncOp>(name), model)
-        .stepTime;
+    return cost::simulate(func, model).stepTime;
   }
 
   void decomposeFunction(ModuleOp module, func::FuncOp func,
                          const cost::Target &tgt, ArrayRef<int> candidates) {
     // A count that cannot apply is reported and skipped.
     SmallVector<std::pair<int, std::string>> refused;
-    SmallVector<int> legal;
+    // (k, skewed): every legal count, cut both ways unless forced.
+    SmallVector<std::pair<int, bool>> legal;
     for (int k : candidates) {
       if (k == 1) {
-        legal.push_back(1);
+        legal.push_back({1, false});
         continue;
       }
       std::string why = Decomposer(func, k).check();
-      if (why.empty())
-        legal.push_back(k);
-      else
+      if (!why.empty()) {
         refused.push_back({k, why});
+        continue;
+      }
+      if (order != "skewed")
+        legal.push_back({k, false});
+      if (order != "side-by-side")
+        legal.push_back({k, true});
     }
-    int best = 1;
+    std::pair<int, bool> best = {1, false};
     std::string decision;
     llvm::raw_string_ostream os(decision);
     if (legal.size() == 1) {
       best = legal.front();
     } else {
-      // The cost model picks: the fastest scheduled step, ties to fewer.
+      // The cost model picks: the fastest scheduled step, ties to fewer
+      // chunks, then side by side.
       std::optional<double> bestTime;
-      for (int k : legal) {
-        std::optional<double> t = estimate(module, func.getSymName(), k, tgt);
+      for (auto [k, skewed] : legal) {
+        std::optional<double> t =
+            estimate(module, func.getSymName(), k, skewed, tgt);
         if (t)
-          os << " k=" << k << ": " << llvm::format("%.3f", *t * 1e3) << " ms;";
+          os << " k=" << k << (skewed ? " skewed" : "") << ": "
+             << llvm::format("%.3f", *t * 1e3) << " ms;";
         if (t && (!bestTime || *t < *bestTime * (1 - 1e-9))) {
           bestTime = t;
-          best = k;
+          best = {k, skewed};
         }
       }
     }
-    if (best > 1)
-      if (std::string why = Decomposer(func, best).apply(); !why.empty()) {
+    auto [k, skewed] = best;
+    if (k > 1)
+      if (std::string why = Decomposer(func, k, skewed).apply(); !why.empty()) {
         func.emitError("braid-decompose: ") << why;
         return signalPassFailure();
       }
+    if (k > 1)
+      func->setAttr(
+          kTokenChunksAttr,
+          IntegerAttr::get(IntegerType::get(func.getContext(), 64), k));
     if (report) {
-      auto remark = func.emitRemark() << "braid-decompose: " << best
-                                      << (best == 1 ? " chunk" : " chunks");
+      auto remark = func.emitRemark()
+                    << "braid-decompose: " << k
+                    << (k == 1 ? " chunk" : " chunks")
+                    << (k > 1 ? (skewed ? ", skewed" : ", side by side") : "");
       if (!decision.empty())
         remark << " (estimated" << decision << ")";
       for (auto &[k, why] : refused)

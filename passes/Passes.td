@@ -421,12 +421,21 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     token outputs are the chunks concatenated, caches the last chunk's.
 
     `chunks` lists the counts to consider (default `1,2,4`; one count forces
-    it). Each count that divides every token value's dim 1 and whose ops
-    are all token-wise is priced: a copy of the module is cut, scheduled
-    (`braid-schedule`, `braid-assign-streams`, `braid-insert-events`) and
-    simulated on `target`; the fastest step wins, ties to fewer chunks, so
-    a decode step (one token) and anything the model says would be slower
-    stay as they are. Refused, with the reason in the `report` remark: an
+    it). The chunks' ops are ordered one of two ways (`order`): side by
+    side, the k copies of each op together, or skewed, a software pipeline
+    in which chunk c runs one collective behind chunk c-1. Collectives keep
+    their program order on their stream, so side by side the chunks'
+    copies of one collective queue together; with sequence parallelism
+    chunk 0's all_gather then waits for every chunk's reduce_scatter, the
+    last of which waits for the last chunk's matmul. Skewed, one chunk's
+    collectives fly while the others compute, at the cost of filling and
+    draining the pipeline once per step. Each count that divides every
+    token value's dim 1 and whose ops are all token-wise is priced in both
+    orders (unless `order` forces one): a copy of the function is cut,
+    scheduled (`braid-schedule`, `braid-assign-streams`,
+    `braid-insert-events`) and simulated on `target`; the fastest step
+    wins, ties to fewer chunks and then side by side, so a decode step (one
+    token) and anything the model says would be slower stay as they are. Refused, with the reason in the `report` remark: an
     attention without a KV cache, a softmax or concat along the tokens, a
     slice of tokens across chunks, a reshape that moves the tokens, an
     op reading a token value and a whole activation, all_to_all and
@@ -436,6 +445,10 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
   let options = [
     Option<"chunks", "chunks", "std::string", "\"1,2,4\"",
            "Chunk counts to consider, comma-separated (one count forces it)">,
+    Option<"order", "order", "std::string", "\"auto\"",
+           "How the chunks' ops are ordered: side-by-side, skewed (a "
+           "software pipeline, chunk c one collective behind chunk c-1) or "
+           "auto (the cost model prices both)">,
     Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
            "Hardware target (preset name or .json) the counts are priced on">,
     Option<"report", "report", "bool", /*default=*/"false",

@@ -29,6 +29,7 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
     if (!options.decompose.empty()) {
       mlir::braid::BraidDecomposePassOptions chunks;
       chunks.chunks = options.decompose;
+      chunks.order = options.decomposeOrder;
       chunks.target = options.target;
       chunks.report = options.report;
       pm.addPass(mlir::braid::createBraidDecomposePass(chunks));
@@ -41,13 +42,15 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
 }
 
 void braid::addSchedulingPasses(mlir::OpPassManager &pm,
-                                const std::string &target, bool report) {
+                                const std::string &target, bool report,
+                                bool events) {
   mlir::braid::BraidSchedulePassOptions sched;
   sched.target = target;
   sched.report = report;
   pm.addPass(mlir::braid::createBraidSchedulePass(sched));
   pm.addPass(mlir::braid::createBraidAssignStreamsPass());
-  pm.addPass(mlir::braid::createBraidInsertEventsPass());
+  if (events)
+    pm.addPass(mlir::braid::createBraidInsertEventsPass());
 }
 
 void braid::registerPipelines() {

@@ -22,6 +22,8 @@ struct PipelineOptions {
   bool schedule = true;
   /// braid-decompose's chunk counts (with schedule; "": not run).
   std::string decompose = "1,2,4";
+  /// braid-decompose's order: "auto", "side-by-side" or "skewed".
+  std::string decomposeOrder = "auto";
   /// Pack independent all_reduces up to this many bytes (0: never).
   int64_t combineCollectiveBytes = 0;
   /// braid-sequence-parallel: "megatron" (where the cost model says it
@@ -35,12 +37,14 @@ struct PipelineOptions {
 void buildDefaultPipeline(mlir::OpPassManager &pm,
                           const PipelineOptions &options = {});
 
-/// braid-schedule (priced on `target`), braid-assign-streams and
-/// braid-insert-events: what turns an unscheduled module into a scheduled
-/// one. The default pipeline runs them; braid-decompose prices its chunk
-/// counts by running them on a copy.
+/// braid-schedule (priced on `target`), braid-assign-streams and, with
+/// `events`, braid-insert-events: what turns an unscheduled module into a
+/// scheduled one. The default pipeline runs them; braid-decompose prices
+/// its chunk counts by running them on a copy, without events: before
+/// memory is planned they only restate the dependences the timeline
+/// already follows, so the estimate is the same.
 void addSchedulingPasses(mlir::OpPassManager &pm, const std::string &target,
-                         bool report = false);
+                         bool report = false, bool events = true);
 
 /// Registers `braid-default-pipeline`.
 void registerPipelines();

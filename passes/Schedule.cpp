@@ -53,6 +53,21 @@ struct Order {
   std::vector<int> sequence;
 };
 
+/// The estimated time on the compute stream and on each group's
+/// communication stream while a schedule is built.
+struct Clock {
+  double compute = 0;
+  llvm::StringMap<double> groupFree; // group -> when its stream is free
+
+  /// A collective issued now on its group's stream: when it ends.
+  double start(Operation *op, double seconds) {
+    auto coll = cast<CollectiveOpInterface>(op);
+    double &free = groupFree[coll.getGroupAttr().getValue()];
+    free = std::max(compute, free) + seconds;
+    return free;
+  }
+};
+
 class FunctionScheduler {
 public:
   FunctionScheduler(func::FuncOp func, const cost::CostModel &model)
@@ -62,10 +77,13 @@ public:
         ops_.push_back(&op);
   }
 
-  /// List-schedules with the collectives in `async` as start/wait pairs:
-  /// a ready start first (as early as possible), then ready compute in its
-  /// original order, and a wait only when nothing else is ready (as late
-  /// as possible), the earliest-started first.
+  /// List-schedules with the collectives in `async` as start/wait pairs
+  /// against an estimated clock (compute stream, one stream per group): a
+  /// ready start first (as early as possible); then a wait whose
+  /// collective has already ended by the compute clock (it costs nothing,
+  /// and what it unblocks may start the next collective); then ready
+  /// compute in its original order; and any other wait only when nothing
+  /// else is ready (as late as possible), the earliest-ending first.
   Order schedule(const llvm::DenseSet<Operation *> &async) const {
     Order o;
     llvm::DenseMap<Operation *, int>
@@ -110,15 +128,17 @@ public:
     for (auto [i, n] : llvm::enumerate(o.nodes))
       preds[i] = n.preds;
     // Ready sets by priority; starts and compute by original order, waits
-    // by when their start was issued.
-    std::set<std::pair<int, int>> starts, others, waits;
-    std::map<int, int> issuedAt; // start node -> sequence position
+    // by when their collective is estimated to end.
+    std::set<std::pair<int, int>> starts, others;
+    std::set<std::pair<double, int>> waits;
+    std::map<int, double> endsAt; // wait node -> its collective's end
+    Clock clock;
     auto makeReady = [&](int n) {
       const Node &node = o.nodes[size_t(n)];
       if (node.kind == Node::Start)
         starts.insert({node.order, n});
       else if (node.kind == Node::Wait)
-        waits.insert({issuedAt.at(n - 1), n});
+        waits.insert({endsAt.at(n), n});
       else
         others.insert({node.order, n});
     };
@@ -126,19 +146,53 @@ public:
       if (preds[n] == 0)
         makeReady(int(n));
     while (!starts.empty() || !others.empty() || !waits.empty()) {
-      std::set<std::pair<int, int>> &from = !starts.empty()   ? starts
-                                            : !others.empty() ? others
-                                                              : waits;
-      int n = from.begin()->second;
-      from.erase(from.begin());
-      if (o.nodes[size_t(n)].kind == Node::Start)
-        issuedAt[n] = int(o.sequence.size());
+      int n;
+      if (!starts.empty()) {
+        n = starts.begin()->second;
+        starts.erase(starts.begin());
+      } else if (!waits.empty() &&
+                 (others.empty() || waits.begin()->first <= clock.compute)) {
+        n = waits.begin()->second;
+        waits.erase(waits.begin());
+      } else {
+        n = others.begin()->second;
+        others.erase(others.begin());
+      }
+      const Node &node = o.nodes[size_t(n)];
+      if (node.kind == Node::Start)
+        endsAt[n + 1] = clock.start(node.op, costOf(node.op));
+      else if (node.kind == Node::Wait)
+        clock.compute = std::max(clock.compute, endsAt.at(n));
+      else if (isa<CollectiveOpInterface>(node.op))
+        clock.compute = clock.start(node.op, costOf(node.op));
+      else
+        clock.compute += costOf(node.op);
       o.sequence.push_back(n);
-      for (int s : o.nodes[size_t(n)].succs)
+      for (int s : node.succs)
         if (--preds[size_t(s)] == 0)
           makeReady(s);
     }
     return o;
+  }
+
+  /// Device seconds `op` takes on its stream, with a kernel's graph launch
+  /// gap (the cost model's prices; contention is left out).
+  double costOf(Operation *op) const { return priced(op).seconds; }
+  bool isCompute(Operation *op) const { return priced(op).compute; }
+
+  struct Priced {
+    double seconds = 0;
+    bool compute = false;
+  };
+  const Priced &priced(Operation *op) const {
+    auto [it, inserted] = costs_.try_emplace(op);
+    if (inserted) {
+      cost::OpCost c = model_.cost(op);
+      it->second.seconds =
+          c.seconds + (c.kernel ? model_.target().graphLaunchUs * 1e-6 : 0.0);
+      it->second.compute = c.cls == cost::OpClass::Compute;
+    }
+    return it->second;
   }
 
   /// Device seconds of compute (with each kernel's launch gap) issued
@@ -154,12 +208,9 @@ public:
         hidden[node.op] = 0;
       } else if (node.kind == Node::Wait) {
         llvm::erase(inFlight, node.op);
-      } else {
-        cost::OpCost c = model_.cost(node.op);
-        double launch = c.kernel ? model_.target().graphLaunchUs * 1e-6 : 0.0;
-        if (c.cls == cost::OpClass::Compute)
-          for (Operation *coll : inFlight)
-            hidden[coll] += c.seconds + launch;
+      } else if (isCompute(node.op)) {
+        for (Operation *coll : inFlight)
+          hidden[coll] += costOf(node.op);
       }
     }
     return hidden;
@@ -261,6 +312,7 @@ private:
   mutable func::FuncOp func_;
   const cost::CostModel &model_;
   std::vector<Operation *> ops_;
+  mutable llvm::DenseMap<Operation *, Priced> costs_;
 };
 
 struct BraidSchedulePass
@@ -333,7 +385,7 @@ struct BraidSchedulePass
     }
     if (report) {
       int64_t extra = s.peakLiveBytes(order) - base;
-      func.emitRemark() << async.size() << " of "
+      func.emitRemark() << "braid-schedule: " << async.size() << " of "
                         << llvm::count_if(s.ops(), canRunAsync)
                         << " collectives async, " << extra
                         << " extra bytes live at the peak (bound " << bound

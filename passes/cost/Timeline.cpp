@@ -177,7 +177,6 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
     TimelineEntry e;
     e.op = &op;
     e.name = op.getName().stripDialect().str();
-    e.detail = describe(&op);
     e.stream = stream;
     e.cost = c;
     e.start = streamFree[size_t(stream)];
@@ -419,14 +418,14 @@ llvm::json::Value chromeTrace(llvm::ArrayRef<Timeline> timelines,
         events.push_back(llvm::json::Object{
             {"name", e.name},
             {"cat", e.cost.cls == OpClass::Communication ? "communication"
-                                                          : "compute"},
+                                                         : "compute"},
             {"ph", "X"},
             {"pid", rank},
             {"tid", e.stream},
             {"ts", microseconds(offset + e.start)},
             {"dur", microseconds(e.end - e.start)},
             {"args", llvm::json::Object{{"function", t.function},
-                                        {"shapes", e.detail},
+                                        {"shapes", describe(e.op)},
                                         {"bytes", e.cost.bytes},
                                         {"flops", e.cost.flops},
                                         {"bound", e.cost.bound}}}});

@@ -35,8 +35,7 @@ namespace braid::cost {
 
 struct TimelineEntry {
   mlir::Operation *op = nullptr;
-  std::string name;   // op name without the dialect prefix
-  std::string detail; // shapes and bytes, for the trace
+  std::string name; // op name without the dialect prefix
   int stream = 0;
   double start = 0, end = 0; // seconds from step start
   double launch = 0; // the part of [start, end) that is launch overhead

@@ -1,8 +1,10 @@
 // RUN: braid-opt %s --braid-decompose="chunks=2" --braid-schedule="min-hidden-us=0" --split-input-file | FileCheck %s
 // RUN: braid-opt %s --braid-decompose="chunks=1,2 report=true" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: not braid-opt %s --braid-decompose="chunks=0" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not braid-opt %s --braid-decompose="order=zigzag" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-ORDER
 
 // BAD: braid-decompose: chunks must be a list of positive counts, got '0'
+// BAD-ORDER: braid-decompose: order must be 'auto', 'side-by-side' or 'skewed', got 'zigzag'
 
 // One tensor-parallel layer cut into 2 chunks of 4 tokens, then scheduled:
 // chunk 0's all_reduce starts before chunk 1's first matmul and is waited
@@ -24,9 +26,9 @@
 // CHECK: %[[Y:.*]] = braid.concat %{{.*}}, %{{.*}} dim 1 : (tensor<1x4x64xf32>, tensor<1x4x64xf32>) -> tensor<1x8x64xf32>
 // CHECK-NEXT: return %[[Y]]
 // At these sizes the cost model keeps one chunk: two cost more launches
-// than they hide.
-// REPORT: remark: braid-decompose: 1 chunk (estimated k=1: 0.026 ms; k=2: 0.048 ms;)
-// REPORT: remark: braid-decompose: 1 chunk (estimated k=1: 0.001 ms; k=2: 0.002 ms;)
+// than they hide, in either order.
+// REPORT: remark: braid-decompose: 1 chunk (estimated k=1: 0.026 ms; k=2: 0.048 ms; k=2 skewed: 0.053 ms;)
+// REPORT: remark: braid-decompose: 1 chunk (estimated k=1: 0.001 ms; k=2: 0.002 ms; k=2 skewed: 0.002 ms;)
 braid.device_group @tp size 2
 func.func @layer(%x: tensor<1x8x64xf32> {braid.input = "x"}) -> (tensor<1x8x64xf32> {braid.output = "y"}) {
   %w1 = braid.parameter "w1" full [64, 128] shard_dim 1 on @tp : tensor<64x64xf32>
@@ -81,3 +83,4 @@ func.func @one_token(%x: tensor<1x1x4xf32> {braid.input = "x"}) -> (tensor<1x1x4
   %y = braid.silu %x : tensor<1x1x4xf32>
   return %y : tensor<1x1x4xf32>
 }
+

@@ -24,7 +24,7 @@
 // ANY-NEXT: braid.wait
 // ANY-NEXT: braid.silu
 // ANY-NEXT: braid.wait %[[HM]]
-// REPORT: remark: 1 of 2 collectives async, 0 extra bytes live at the peak (bound 8589934592)
+// REPORT: remark: braid-schedule: 1 of 2 collectives async, 0 extra bytes live at the peak (bound 8589934592)
 braid.device_group @tp size 2
 func.func @parallel_block(%x: tensor<16x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> tensor<16x64xf32> {
   %a = braid.matmul %x, %w1 : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
@@ -45,7 +45,7 @@ func.func @parallel_block(%x: tensor<16x64xf32>, %w1: tensor<64x64xf32>, %w2: te
 // CHECK: braid.all_reduce sum
 // CHECK-NOT: _start
 // CHECK: braid.all_reduce sum
-// REPORT: remark: 0 of 2 collectives async
+// REPORT: remark: braid-schedule: 0 of 2 collectives async
 braid.device_group @tp size 2
 func.func @plain_layer(%x: tensor<16x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> tensor<16x64xf32> {
   %a = braid.matmul %x, %w1 : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
@@ -84,7 +84,7 @@ func.func @same_group_order(%x: tensor<16x64xf32>, %y: tensor<16x64xf32>, %w: te
 // allows it; a bound of 0 keeps the all_reduce synchronous.
 // CHECK-LABEL: func.func @memory
 // CHECK: braid.all_reduce_start
-// REPORT: remark: 1 of 1 collectives async, 4096 extra bytes live at the peak
+// REPORT: remark: braid-schedule: 1 of 1 collectives async, 4096 extra bytes live at the peak
 // TIGHT-LABEL: func.func @memory
 // TIGHT: braid.all_reduce sum
 // TIGHT-NOT: _start

@@ -5,12 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/ImportCommandLine.h"
+#include "passes/CompileReport.h"
 #include "passes/InitAll.h"
 #include "passes/MemoryPlan.h"
 #include "passes/Pipelines.h"
 #include "passes/StepStats.h"
 #include "translate/PlanExport.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -63,6 +65,13 @@ static cl::opt<std::string> decompose(
              "--schedule): the prefill's tokens cut into the count the cost "
              "model prices fastest; one count forces it, 'off' never cuts"),
     cl::value_desc("counts"), cl::init("1,2,4"), cl::cat(compileCategory));
+static cl::opt<std::string> decomposeOrder(
+    "decompose-order",
+    cl::desc("How braid-decompose orders the chunks' ops: side-by-side, "
+             "skewed (a software pipeline: chunk c one collective behind "
+             "chunk c-1) or auto, the default (the cost model prices both)"),
+    cl::value_desc("auto|side-by-side|skewed"), cl::init("auto"),
+    cl::cat(compileCategory));
 static cl::opt<int64_t> combineCollectiveBytes(
     "combine-collectives",
     cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
@@ -93,11 +102,14 @@ static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Write the compiled IR instead of the "
                                        "plan"),
                               cl::cat(compileCategory));
-static cl::opt<bool> report(
-    "report", cl::desc("Print each function's arena size and its liveness "
-                       "lower bound; and, on stderr, where sequence "
-                       "parallelism was applied and why not elsewhere"),
-    cl::cat(compileCategory));
+static cl::opt<bool>
+    report("report",
+           cl::desc("Print, per function, the estimated step serial (the same "
+                    "pipeline with --schedule=false) and as compiled, exposed "
+                    "communication, overlap efficiency, token chunks and arena "
+                    "bytes; and, on stderr, what sequence parallelism, "
+                    "decomposition and scheduling decided and why"),
+           cl::cat(compileCategory));
 
 static cl::opt<bool> stepStats(
     "step-stats",
@@ -133,15 +145,29 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(llvm::toString(module.takeError()));
 
+  // Passes' remarks (what they decided and why) are --report's; errors
+  // go on to the default handler.
+  mlir::ScopedDiagnosticHandler remarks(&ctx, [](mlir::Diagnostic &d) {
+    if (d.getSeverity() != mlir::DiagnosticSeverity::Remark)
+      return mlir::failure();
+    if (!report)
+      return mlir::success();
+    llvm::errs() << "braid-compile: ";
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation()))
+      llvm::errs() << name.getName().getValue() << ": ";
+    llvm::errs() << d.str() << "\n";
+    return mlir::success();
+  });
   mlir::PassManager pm(&ctx);
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
+  braid::PipelineOptions pipeline;
   if (passPipeline.empty()) {
-    braid::PipelineOptions pipeline;
     pipeline.fuseCollectives = fuseCollectives;
     pipeline.fuseCompute = fuseCompute;
     pipeline.schedule = schedule;
     pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
+    pipeline.decomposeOrder = decomposeOrder;
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;
@@ -150,25 +176,30 @@ int main(int argc, char **argv) {
     braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
-  } else if (mlir::failed(mlir::parsePassPipeline(passPipeline, pm,
-                                                  llvm::errs()))) {
+  } else if (mlir::failed(
+                 mlir::parsePassPipeline(passPipeline, pm, llvm::errs()))) {
     return fail("cannot parse --pass-pipeline '" + passPipeline + "'");
+  }
+  // The serial reference of --report: the same pipeline, unscheduled.
+  mlir::OwningOpRef<mlir::ModuleOp> serial;
+  if (report && passPipeline.empty() && schedule) {
+    serial = (**module).clone();
+    mlir::PassManager serialPm(&ctx);
+    braid::PipelineOptions unscheduled = pipeline;
+    unscheduled.schedule = false;
+    unscheduled.report = false;
+    braid::buildDefaultPipeline(serialPm, unscheduled);
+    if (mlir::failed(serialPm.run(*serial)))
+      return fail("the unscheduled pipeline (--report's reference) failed");
   }
   if (mlir::failed(pm.run(**module)))
     return fail("the pass pipeline failed");
 
   if (report)
-    for (auto func : (**module).getOps<mlir::func::FuncOp>()) {
-      auto arena = func->getAttrOfType<mlir::IntegerAttr>(
-          mlir::braid::kArenaSizeAttr);
-      auto bound = func->getAttrOfType<mlir::IntegerAttr>(
-          mlir::braid::kArenaLowerBoundAttr);
-      llvm::outs() << "@" << func.getSymName() << ": arena "
-                   << (arena ? std::to_string(arena.getInt()) : "unplanned")
-                   << " bytes, liveness lower bound "
-                   << (bound ? std::to_string(bound.getInt()) : "unknown")
-                   << " bytes\n";
-    }
+    if (llvm::Error e = braid::printCompileReport(
+            llvm::outs(), **module, serial ? *serial : mlir::ModuleOp(),
+            target))
+      return fail("--report: " + llvm::toString(std::move(e)));
 
   if (stepStats)
     if (llvm::Error e = mlir::braid::printModuleStepStats(llvm::outs(), **module))

@@ -1,0 +1,84 @@
+//===- CompileReport.cpp - what the default pipeline bought ---------------===//
+#include "passes/CompileReport.h"
+#include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
+#include "passes/cost/Timeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <optional>
+
+using mlir::IntegerAttr;
+using mlir::ModuleOp;
+namespace func = mlir::func;
+namespace cost = ::braid::cost;
+
+static std::string milliseconds(double seconds) {
+  return llvm::formatv("{0:F3} ms", seconds * 1e3).str();
+}
+
+/// "12.345 ms (6.7% of the step)"
+static std::string exposed(const cost::Timeline &t) {
+  return llvm::formatv("{0} ({1:F1}% of the step)", milliseconds(t.exposedComm),
+                       t.stepTime > 0 ? 100 * t.exposedComm / t.stepTime : 0.0)
+      .str();
+}
+
+llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
+                                      ModuleOp serial,
+                                      const std::string &target) {
+  llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
+  if (!tgt)
+    return tgt.takeError();
+  cost::CostModel model(*tgt, cost::LaunchMode::Graph, compiled);
+  std::optional<cost::CostModel> serialModel;
+  if (serial)
+    serialModel.emplace(*tgt, cost::LaunchMode::Graph, serial);
+  for (auto func : compiled.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    if (!func.getBody().hasOneBlock())
+      return llvm::createStringError("@" + func.getSymName().str() +
+                                     " has more than one block");
+    cost::Timeline now = cost::simulate(func, model);
+    os << "@" << func.getSymName() << " on " << tgt->name << ":\n";
+    auto before = serial ? serial.lookupSymbol<func::FuncOp>(func.getSymName())
+                         : func::FuncOp();
+    if (before && before.getBody().hasOneBlock()) {
+      cost::Timeline was = cost::simulate(before, *serialModel);
+      double change =
+          was.stepTime > 0 ? 100 * (now.stepTime / was.stepTime - 1) : 0.0;
+      os << llvm::formatv("  step                    {0} serial -> {1} "
+                          "({2}{3:F1}%)\n",
+                          milliseconds(was.stepTime),
+                          milliseconds(now.stepTime), change >= 0 ? "+" : "",
+                          change);
+      os << "  exposed communication   " << exposed(was) << " -> "
+         << exposed(now) << "\n";
+    } else {
+      os << "  step                    " << milliseconds(now.stepTime) << "\n";
+      os << "  exposed communication   " << exposed(now) << "\n";
+    }
+    double efficiency = now.overlapEfficiency();
+    os << "  overlap efficiency      "
+       << (std::isnan(efficiency)
+               ? std::string("n/a (nothing to overlap)")
+               : llvm::formatv("{0:F1}%", 100 * efficiency).str())
+       << "\n";
+    auto chunks =
+        func->getAttrOfType<IntegerAttr>(mlir::braid::kTokenChunksAttr);
+    os << "  token chunks            " << (chunks ? chunks.getInt() : 1)
+       << "\n";
+    auto arena = func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaSizeAttr);
+    auto bound =
+        func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaLowerBoundAttr);
+    os << "  arena                   "
+       << (arena ? std::to_string(arena.getInt()) + " bytes" : "unplanned")
+       << ", liveness lower bound "
+       << (bound ? std::to_string(bound.getInt()) + " bytes" : "unknown")
+       << "\n";
+  }
+  return llvm::Error::success();
+}
