@@ -52,6 +52,7 @@ void scheduleBench(benchmark::State &state, Stage stage) {
     return;
   }
   config->numLayers = layers;
+  config->layerWindow.assign(size_t(layers), 0); // Llama 3: full attention
   mlir::DialectRegistry registry;
   braid::registerAllDialects(registry);
   mlir::MLIRContext ctx(registry);

@@ -629,6 +629,22 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
 
 llvm::Expected<OwningOpRef<ModuleOp>> (::braid::importModel)(MLIRContext &ctx, const ModelConfig &config,
                    const ImportOptions &options) {
+  // Per-layer lists come from loadModelConfig with one entry per layer; a
+  // caller that changes numLayers afterwards must resize them.
+  if (!config.layerWindow.empty() &&
+      config.layerWindow.size() != size_t(config.numLayers))
+    return llvm::createStringError("internal error: the config has " +
+                                   std::to_string(config.layerWindow.size()) +
+                                   " per-layer attention windows for " +
+                                   std::to_string(config.numLayers) +
+                                   " layers");
+  if (!config.layerAttentionScale.empty() &&
+      config.layerAttentionScale.size() != size_t(config.numLayers))
+    return llvm::createStringError(
+        "internal error: the config has " +
+        std::to_string(config.layerAttentionScale.size()) +
+        " per-layer attention scales for " + std::to_string(config.numLayers) +
+        " layers");
   auto layout = computeLayout(config, options);
   if (!layout)
     return layout.takeError();

@@ -12,6 +12,7 @@
 #include "passes/cost/Timeline.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
@@ -466,27 +467,56 @@ struct BraidDecomposePass
       }
       candidates.push_back(k);
     }
-    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    // Functions, and the variants braid-sequence-parallel left beside them.
+    SmallVector<func::FuncOp> funcs;
+    llvm::StringMap<SmallVector<func::FuncOp>> variants;
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      if (auto of = func->getAttrOfType<StringAttr>(kVariantOfAttr))
+        variants[of.getValue()].push_back(func);
+      else if (!func.isExternal() && func.getBody().hasOneBlock())
+        funcs.push_back(func);
+    }
     for (func::FuncOp func : funcs) {
-      if (func.isExternal() || !func.getBody().hasOneBlock())
+      SmallVector<func::FuncOp> mine = variants.lookup(func.getSymName());
+      variants.erase(func.getSymName());
+      if (isScheduled(func) || llvm::any_of(mine, [](func::FuncOp v) {
+            return v.isExternal() || !v.getBody().hasOneBlock() ||
+                   isScheduled(v);
+          })) {
+        if (!mine.empty()) {
+          func.emitError("braid-decompose: @")
+              << func.getSymName()
+              << " and its variants must be unscheduled single-block "
+                 "functions";
+          return signalPassFailure();
+        }
         continue;
-      if (isScheduled(func))
-        continue;
-      decomposeFunction(module, func, *tgt, candidates);
+      }
+      if (failed(decomposeFunction(module, func, mine, *tgt, candidates)))
+        return signalPassFailure();
+    }
+    for (auto &[of, orphans] : variants) {
+      orphans.front().emitError("braid-decompose: a variant of @")
+          << of << ", which is not a function here";
+      return signalPassFailure();
     }
   }
 
   /// The step braid-estimate gives `func` cut into `k` chunks (in the
-  /// pipeline order with `skewed`), then scheduled (schedule, streams,
-  /// events) on a copy of the module.
+  /// pipeline order with `skewed`), then scheduled (schedule, streams) on a
+  /// copy of the module.
   std::optional<double> estimate(ModuleOp module, StringRef name, int k,
                                  bool skewed, const cost::Target &tgt) {
     // The copy holds this function only: scheduling the others would price
     // nothing.
-    OwningOpRef<ModuleOp> copy(module.clone());
-    for (auto other : llvm::to_vector(copy->getOps<func::FuncOp>()))
-      if (other.getSymName() != name)
-        other.erase();
+    OwningOpRef<ModuleOp> copy(ModuleOp::create(module.getLoc()));
+    copy.get()->setAttrs(module->getAttrDictionary());
+    OpBuilder b(copy->getBodyRegion());
+    for (Operation &op : module.getBody()->getOperations()) {
+      auto other = dyn_cast<func::FuncOp>(op);
+      if (!other || other.getSymName() == name)
+        b.clone(op);
+    }
     auto func = copy->lookupSymbol<func::FuncOp>(name);
     // `k` passed check() on the original already.
     if (k > 1 && !Decomposer(func, k, skewed).apply().empty())
@@ -498,71 +528,104 @@ struct BraidDecomposePass
     if (failed(pm.run(*copy)))
       return std::nullopt;
     cost::CostModel model(tgt, cost::LaunchMode::Graph, *copy);
-    return cost::simulate(func, model).stepTime;
+    return cost::stepTime(func, model);
   }
 
-  void decomposeFunction(ModuleOp module, func::FuncOp func,
-                         const cost::Target &tgt, ArrayRef<int> candidates) {
+  /// One way to compile a function: which form (the function or one of its
+  /// variants), how many chunks, in which order.
+  struct Choice {
+    func::FuncOp form;
+    int k = 1;
+    bool skewed = false;
+  };
+
+  LogicalResult decomposeFunction(ModuleOp module, func::FuncOp func,
+                                  ArrayRef<func::FuncOp> variants,
+                                  const cost::Target &tgt,
+                                  ArrayRef<int> candidates) {
+    SmallVector<func::FuncOp> forms{func};
+    forms.append(variants.begin(), variants.end());
     // A count that cannot apply is reported and skipped.
-    SmallVector<std::pair<int, std::string>> refused;
-    // (k, skewed): every legal count, cut both ways unless forced.
-    SmallVector<std::pair<int, bool>> legal;
-    for (int k : candidates) {
-      if (k == 1) {
-        legal.push_back({1, false});
-        continue;
+    SmallVector<std::tuple<std::string, int, std::string>> refused;
+    SmallVector<Choice> legal;
+    for (func::FuncOp form : forms)
+      for (int k : candidates) {
+        if (k == 1) {
+          legal.push_back({form, 1, false});
+          continue;
+        }
+        std::string why = Decomposer(form, k).check();
+        if (!why.empty()) {
+          refused.push_back({form == func
+                                 ? std::string()
+                                 : ("@" + form.getSymName() + " ").str(),
+                             k, why});
+          continue;
+        }
+        if (order != "skewed")
+          legal.push_back({form, k, false});
+        if (order != "side-by-side")
+          legal.push_back({form, k, true});
       }
-      std::string why = Decomposer(func, k).check();
-      if (!why.empty()) {
-        refused.push_back({k, why});
-        continue;
-      }
-      if (order != "skewed")
-        legal.push_back({k, false});
-      if (order != "side-by-side")
-        legal.push_back({k, true});
-    }
-    std::pair<int, bool> best = {1, false};
+    // Nothing legal (one count forced, and refused): the function as it is.
+    Choice best = legal.empty() ? Choice{func} : legal.front();
     std::string decision;
     llvm::raw_string_ostream os(decision);
-    if (legal.size() == 1) {
-      best = legal.front();
-    } else {
-      // The cost model picks: the fastest scheduled step, ties to fewer
-      // chunks, then side by side.
+    if (legal.size() > 1) {
+      // The cost model picks: the fastest scheduled step; ties to the
+      // function as it is, fewer chunks, then side by side.
+      // Each choice is priced on its own copy: in parallel where the
+      // context has threads.
+      SmallVector<std::optional<double>> times(legal.size());
+      SmallVector<std::string> names;
+      for (Choice c : legal)
+        names.push_back(c.form.getSymName().str());
+      mlir::parallelFor(module.getContext(), 0, legal.size(), [&](size_t i) {
+        times[i] = estimate(module, names[i], legal[i].k, legal[i].skewed, tgt);
+      });
       std::optional<double> bestTime;
-      for (auto [k, skewed] : legal) {
-        std::optional<double> t =
-            estimate(module, func.getSymName(), k, skewed, tgt);
+      func::FuncOp shown = func;
+      for (auto [c, t] : llvm::zip_equal(legal, times)) {
+        if (c.form != shown) {
+          os << " with @" << c.form.getSymName() << ":";
+          shown = c.form;
+        }
         if (t)
-          os << " k=" << k << (skewed ? " skewed" : "") << ": "
+          os << " k=" << c.k << (c.skewed ? " skewed" : "") << ": "
              << llvm::format("%.3f", *t * 1e3) << " ms;";
         if (t && (!bestTime || *t < *bestTime * (1 - 1e-9))) {
           bestTime = t;
-          best = {k, skewed};
+          best = c;
         }
       }
     }
-    auto [k, skewed] = best;
-    if (k > 1)
-      if (std::string why = Decomposer(func, k, skewed).apply(); !why.empty()) {
-        func.emitError("braid-decompose: ") << why;
-        return signalPassFailure();
-      }
-    if (k > 1)
+    std::string chosen = best.form.getSymName().str();
+    // The chosen form takes the function's place and name.
+    if (best.form != func)
+      func.getBody().takeBody(best.form.getBody());
+    for (func::FuncOp variant : variants)
+      variant.erase();
+    auto [form, k, skewed] = best;
+    if (k > 1) {
+      if (std::string why = Decomposer(func, k, skewed).apply(); !why.empty())
+        return func.emitError("braid-decompose: ") << why;
       func->setAttr(
           kTokenChunksAttr,
           IntegerAttr::get(IntegerType::get(func.getContext(), 64), k));
+    }
     if (report) {
       auto remark = func.emitRemark()
                     << "braid-decompose: " << k
                     << (k == 1 ? " chunk" : " chunks")
                     << (k > 1 ? (skewed ? ", skewed" : ", side by side") : "");
+      if (!variants.empty())
+        remark << (form == func ? ", as it is" : ", the variant @" + chosen);
       if (!decision.empty())
         remark << " (estimated" << decision << ")";
-      for (auto &[k, why] : refused)
-        remark << "; k=" << k << " refused: " << why;
+      for (auto &[which, k, why] : refused)
+        remark << "; " << which << "k=" << k << " refused: " << why;
     }
+    return success();
   }
 };
 

@@ -70,6 +70,8 @@ struct BraidFuseComputePass
   void runOnOperation() override {
     if (matmuls) {
       getOperation().walk([&](Block *block) { fuseMatmuls(*block); });
+      order_.clear();
+      getOperation().walk([&](Block *block) { number(*block); });
       // Only ropes of one fused result can pair: bucket them by it.
       SmallVector<RopeOp> ropes;
       llvm::DenseMap<Value, SmallVector<RopeOp>> byFused;
@@ -139,7 +141,31 @@ struct BraidFuseComputePass
   /// Projections of one input (same block, same weight K and element
   /// type) become one matmul against the pack of their weights, in block
   /// order, at the first one's place; each result is a slice of it.
+  /// Positions of a block's ops when a phase starts. The phases ask about
+  /// those ops only, never about the ones they create; Block's own order
+  /// would be renumbered from scratch after each fusion that inserts more
+  /// ops at one place than its gaps hold, which makes a decode function of
+  /// many layers quadratic.
+  llvm::DenseMap<Operation *, int64_t> order_;
+
+  void number(Block &block) {
+    int64_t i = 0;
+    for (Operation &op : block)
+      order_[&op] = 2 * i++;
+  }
+  bool before(Operation *a, Operation *b) const {
+    return order_.lookup(a) < order_.lookup(b);
+  }
+  /// Moves `op` (a parameter: no operands) just before `at`.
+  void hoist(Operation *op, Operation *at) {
+    if (before(op, at))
+      return;
+    op->moveBefore(at);
+    order_[op] = order_.lookup(at) - 1;
+  }
+
   void fuseMatmuls(Block &block) {
+    number(block);
     llvm::MapVector<Value, SmallVector<MatmulOp>> byInput;
     for (Operation &op : block)
       if (auto mm = dyn_cast<MatmulOp>(op))
@@ -190,8 +216,7 @@ struct BraidFuseComputePass
     for (MatmulOp mm : group) {
       ParameterOp w = projectionWeight(mm);
       // Parameters have no operands: defining them earlier is always valid.
-      if (!w->isBeforeInBlock(first))
-        w->moveBefore(first);
+      hoist(w, first);
       pieces.push_back(w.getResult());
       total += w.getType().getDimSize(0);
     }
@@ -214,9 +239,7 @@ struct BraidFuseComputePass
     if (!biasAdds.empty()) {
       SmallVector<Value> biases;
       for (AddOp add : biasAdds) {
-        Operation *bias = add.getRhs().getDefiningOp();
-        if (!bias->isBeforeInBlock(first))
-          bias->moveBefore(first);
+        hoist(add.getRhs().getDefiningOp(), first);
         biases.push_back(add.getRhs());
       }
       Value biasPack = ParameterPackOp::create(
@@ -291,11 +314,11 @@ struct BraidFuseComputePass
           typeA.getElementType() != typeB.getElementType())
         continue;
       // Insert before the earlier rope; both inputs must exist there.
-      Operation *at = rope->isBeforeInBlock(other) ? rope : other;
+      Operation *at = before(rope, other) ? rope.getOperation() : other;
       Operation *inputA = rope.getInput().getDefiningOp();
       Operation *inputB = other.getInput().getDefiningOp();
-      if ((inputA != at && !inputA->isBeforeInBlock(at)) ||
-          (inputB != at && !inputB->isBeforeInBlock(at)))
+      if ((inputA != at && !before(inputA, at)) ||
+          (inputB != at && !before(inputB, at)))
         continue;
       mergeRopes(rope, other, *a, at);
       erased.insert(rope);

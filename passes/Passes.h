@@ -18,6 +18,12 @@ namespace mlir::braid {
 /// Informational (braid-compile --report); nothing reads it to compute.
 constexpr llvm::StringLiteral kTokenChunksAttr = "braid.token_chunks";
 
+/// On a private function braid-sequence-parallel added as an alternative
+/// form of another (`variants=true`): the name of that function (string).
+/// braid-decompose prices each function and its variants scheduled, keeps
+/// the fastest under the function's name and erases the rest.
+constexpr llvm::StringLiteral kVariantOfAttr = "braid.variant_of";
+
 } // namespace mlir::braid
 
 #endif // BRAID_PASSES_PASSES_H

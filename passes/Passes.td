@@ -239,8 +239,15 @@ def BraidSequenceParallelPass
 
     Applied per function, only where it pays: the rewritten function is
     priced against the original on `target`'s timeline (braid-estimate's
-    model) and kept when its step is faster. `force` applies it wherever
-    it is legal (tests; decode-sized steps).
+    model) and kept when its step is faster. That prices both unscheduled;
+    scheduled, with token chunks, the answer can differ either way (the
+    reduce_scatter and all_gather hide differently from an all_reduce).
+    With `variants` (the default pipeline when it schedules) the pass does
+    not decide: it adds the rewritten function as a private copy,
+    `@<name>.sp` with `braid.variant_of = "<name>"`, and braid-decompose
+    prices both after chunking and scheduling and keeps the faster under
+    the original name. `force` applies it wherever it is legal (tests;
+    decode-sized steps).
 
     Tokens that neither they nor the batch divide by the group size (a
     prompt of 4095 tokens at tp 8, one sequence's decode step) are padded
@@ -262,6 +269,10 @@ def BraidSequenceParallelPass
            "pad token counts the group does not divide (off: leave them alone)">,
     Option<"target", "target", "std::string", "\"h100-sxm-x8\"",
            "hardware target whose cost model decides (a preset name or a JSON file)">,
+    Option<"variants", "variants", "bool", "false",
+           "keep each function as it is and add its rewritten form as a "
+           "private variant for braid-decompose to price scheduled (megatron, "
+           "without force)">,
     Option<"report", "report", "bool", "false",
            "print what was rewritten, and why not, to stderr">
   ];

@@ -11,6 +11,12 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
   sp.force = options.sequenceParallelForce;
   sp.target = options.target;
   sp.report = options.report;
+  // Scheduled, sequence parallelism is priced after chunking and
+  // scheduling: braid-decompose chooses between the two forms.
+  bool spVariants = options.schedule &&
+                    options.sequenceParallel == "megatron" &&
+                    !options.sequenceParallelForce;
+  sp.variants = spVariants;
   // Fold parallel blocks' reductions first: SP then scatters the one left.
   if (options.fuseCollectives || options.combineCollectiveBytes > 0) {
     mlir::braid::BraidFuseCollectivesPassOptions fuse;
@@ -26,9 +32,10 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
   // Hide collectives behind independent compute: start/wait pairs, a
   // communication stream, the events between the streams.
   if (options.schedule) {
-    if (!options.decompose.empty()) {
+    if (!options.decompose.empty() || spVariants) {
       mlir::braid::BraidDecomposePassOptions chunks;
-      chunks.chunks = options.decompose;
+      // Without decomposition it still picks the sequence-parallel form.
+      chunks.chunks = options.decompose.empty() ? "1" : options.decompose;
       chunks.order = options.decomposeOrder;
       chunks.target = options.target;
       chunks.report = options.report;

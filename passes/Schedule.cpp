@@ -72,9 +72,38 @@ class FunctionScheduler {
 public:
   FunctionScheduler(func::FuncOp func, const cost::CostModel &model)
       : func_(func), model_(model) {
+    llvm::DenseMap<Operation *, int> index;
     for (Operation &op : func.getBody().front())
-      if (!isResident(&op) && !op.hasTrait<OpTrait::IsTerminator>())
+      if (!isResident(&op) && !op.hasTrait<OpTrait::IsTerminator>()) {
+        index[&op] = int(ops_.size());
         ops_.push_back(&op);
+      }
+    // What every schedule and every live-bytes count asks, by op index: the
+    // ops each op reads, and each value's bytes and readers.
+    defs_.resize(ops_.size());
+    for (auto [i, op] : llvm::enumerate(ops_))
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (auto it = index.find(def);
+              it != index.end() && !llvm::is_contained(defs_[i], it->second))
+            defs_[i].push_back(it->second);
+    auto describe = [&](Value v, int def) {
+      if (!needsArenaBuffer(v) || viewOf(v))
+        return;
+      Live l{def, tensorBytes(v.getType())};
+      for (Operation *user : v.getUsers()) {
+        if (user->hasTrait<OpTrait::IsTerminator>())
+          l.toEnd = true;
+        else if (auto it = index.find(user); it != index.end())
+          l.readers.push_back(it->second);
+      }
+      values_.push_back(std::move(l));
+    };
+    for (BlockArgument arg : func.getBody().front().getArguments())
+      describe(arg, -1);
+    for (auto [i, op] : llvm::enumerate(ops_))
+      for (Value r : op->getResults())
+        describe(r, int(i));
   }
 
   /// List-schedules with the collectives in `async` as start/wait pairs
@@ -86,9 +115,8 @@ public:
   /// else is ready (as late as possible), the earliest-ending first.
   Order schedule(const llvm::DenseSet<Operation *> &async) const {
     Order o;
-    llvm::DenseMap<Operation *, int>
-        producer; // op -> node yielding its results
-    llvm::DenseMap<Operation *, int> consumer; // op -> node reading operands
+    // By op index: the node yielding its results, the node reading operands.
+    std::vector<int> producer(ops_.size()), consumer(ops_.size());
     for (auto [i, op] : llvm::enumerate(ops_)) {
       if (async.contains(op)) {
         int s = int(o.nodes.size());
@@ -96,12 +124,12 @@ public:
         o.nodes.push_back({Node::Wait, op, int(2 * i + 1)});
         o.nodes[size_t(s)].succs.push_back(s + 1);
         ++o.nodes[size_t(s + 1)].preds;
-        consumer[op] = s;
-        producer[op] = s + 1;
+        consumer[i] = s;
+        producer[i] = s + 1;
       } else {
         int n = int(o.nodes.size());
         o.nodes.push_back({Node::Other, op, int(2 * i)});
-        consumer[op] = producer[op] = n;
+        consumer[i] = producer[i] = n;
       }
     }
     auto edge = [&](int from, int to) {
@@ -109,13 +137,10 @@ public:
       ++o.nodes[size_t(to)].preds;
     };
     int lastCollective = -1;
-    for (Operation *op : ops_) {
-      int reader = consumer.lookup(op);
-      llvm::SmallPtrSet<Operation *, 4> seen;
-      for (Value v : op->getOperands())
-        if (Operation *def = v.getDefiningOp())
-          if (producer.count(def) && seen.insert(def).second)
-            edge(producer.lookup(def), reader);
+    for (auto [i, op] : llvm::enumerate(ops_)) {
+      int reader = consumer[i];
+      for (int def : defs_[i])
+        edge(producer[size_t(def)], reader);
       // Collectives are issued in their original order on every rank: a
       // start never passes another collective's start or sync op.
       if (isa<CollectiveOpInterface>(op)) {
@@ -198,20 +223,20 @@ public:
   /// Device seconds of compute (with each kernel's launch gap) issued
   /// between each async collective's start and its wait: what it can hide
   /// behind.
-  std::map<Operation *, double> hiddenCompute(const Order &o) const {
-    std::map<Operation *, double> hidden;
-    std::vector<Operation *> inFlight;
+  std::vector<std::pair<Operation *, double>>
+  hiddenCompute(const Order &o) const {
+    // Compute issued so far; a pair hides what was issued between its halves.
+    double issued = 0;
+    llvm::DenseMap<Operation *, double> atStart;
+    std::vector<std::pair<Operation *, double>> hidden;
     for (int n : o.sequence) {
       const Node &node = o.nodes[size_t(n)];
-      if (node.kind == Node::Start) {
-        inFlight.push_back(node.op);
-        hidden[node.op] = 0;
-      } else if (node.kind == Node::Wait) {
-        llvm::erase(inFlight, node.op);
-      } else if (isCompute(node.op)) {
-        for (Operation *coll : inFlight)
-          hidden[coll] += costOf(node.op);
-      }
+      if (node.kind == Node::Start)
+        atStart[node.op] = issued;
+      else if (node.kind == Node::Wait)
+        hidden.push_back({node.op, issued - atStart.lookup(node.op)});
+      else if (isCompute(node.op))
+        issued += costOf(node.op);
     }
     return hidden;
   }
@@ -220,45 +245,31 @@ public:
   /// to its last reader, an async collective's operand until its wait and
   /// its payload from its start (MemoryPlan's rules; views are free).
   int64_t peakLiveBytes(const Order &o) const {
-    llvm::DenseMap<Operation *, int> startPos, endPos; // node positions
+    // By op index: where its results appear (start or whole op) and where
+    // it stops reading (wait or whole op).
+    std::vector<int> startPos(ops_.size(), 0), endPos(ops_.size(), 0);
     for (auto [pos, n] : llvm::enumerate(o.sequence)) {
       const Node &node = o.nodes[size_t(n)];
+      size_t i = size_t(node.order / 2);
       if (node.kind != Node::Wait)
-        startPos[node.op] = int(pos);
+        startPos[i] = int(pos);
       if (node.kind != Node::Start)
-        endPos[node.op] = int(pos);
+        endPos[i] = int(pos);
     }
     int end = int(o.sequence.size());
     std::vector<int64_t> delta(size_t(end) + 2, 0);
-    auto live = [&](Value v, int from, int to) {
-      if (!needsArenaBuffer(v) || viewOf(v))
-        return;
-      int64_t bytes = tensorBytes(v.getType());
-      delta[size_t(from)] += bytes;
-      delta[size_t(to) + 1] -= bytes;
-    };
-    auto defPos = [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && startPos.count(def) ? startPos.lookup(def) : 0;
-    };
-    auto lastUse = [&](Value v, int from) {
-      int last = from;
-      for (Operation *user : v.getUsers()) {
-        if (user->hasTrait<OpTrait::IsTerminator>())
-          return end;
+    for (const Live &l : values_) {
+      int from = l.def < 0 ? 0 : startPos[size_t(l.def)];
+      int to = from;
+      if (l.toEnd)
+        to = end;
+      else
         // A collective reads its operand until it completes (its wait).
-        if (endPos.count(user))
-          last = std::max(last, endPos.lookup(user));
-      }
-      return last;
-    };
-    for (BlockArgument arg : func_.getBody().front().getArguments())
-      live(arg, 0, lastUse(arg, 0));
-    for (Operation *op : ops_)
-      for (Value r : op->getResults()) {
-        int from = defPos(r);
-        live(r, from, lastUse(r, from));
-      }
+        for (int reader : l.readers)
+          to = std::max(to, endPos[size_t(reader)]);
+      delta[size_t(from)] += l.bytes;
+      delta[size_t(to) + 1] -= l.bytes;
+    }
     int64_t now = 0, peak = 0;
     for (int64_t d : delta) {
       now += d;
@@ -312,6 +323,16 @@ private:
   mutable func::FuncOp func_;
   const cost::CostModel &model_;
   std::vector<Operation *> ops_;
+  std::vector<SmallVector<int, 4>> defs_; // by op: the ops it reads
+  /// A value that takes arena bytes: its defining op (-1: an argument),
+  /// its size, the ops that read it and whether the function returns it.
+  struct Live {
+    int def = -1;
+    int64_t bytes = 0;
+    SmallVector<int, 2> readers;
+    bool toEnd = false;
+  };
+  std::vector<Live> values_;
   mutable llvm::DenseMap<Operation *, Priced> costs_;
 };
 
@@ -363,7 +384,8 @@ struct BraidSchedulePass
     // the schedule holds more than `bound` extra bytes live, the async
     // collective started last goes back to synchronous.
     for (;;) {
-      std::map<Operation *, double> hidden = s.hiddenCompute(order);
+      std::vector<std::pair<Operation *, double>> hidden =
+          s.hiddenCompute(order);
       bool changed = false;
       for (auto [op, seconds] : hidden)
         if (seconds <= minHidden_ || seconds <= 0) {

@@ -662,6 +662,21 @@ struct BraidSequenceParallelPass
           BraidSequenceParallelPass> {
   using Base::Base;
 
+  /// More than one token per sequence in a step: braid-decompose can cut
+  /// it into chunks, so its schedule can change which form is faster. A
+  /// one-token step (decode) is priced here: scheduling it hides nothing
+  /// the unscheduled estimate does not already see, and a variant would
+  /// double its size through the passes that follow.
+  static bool manyTokens(func::FuncOp func) {
+    for (BlockArgument arg : func.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (func.getArgAttr(arg.getArgNumber(), "braid.input") && t &&
+          t.getRank() >= 2 && t.getDimSize(kTokenDim) > 1)
+        return true;
+    }
+    return false;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (mode == "off")
@@ -719,6 +734,33 @@ struct BraidSequenceParallelPass
         continue;
       }
       std::string priced;
+      if (variants && tgt && !ulyssesHere && manyTokens(func)) {
+        // Priced later, scheduled: the rewritten copy goes beside the
+        // original for braid-decompose to choose.
+        if (model->worldSize() > tgt->worldSize()) {
+          say(name + ": left alone: the module spans " +
+              std::to_string(model->worldSize()) + " ranks, target '" +
+              tgt->name + "' has " + std::to_string(tgt->worldSize()));
+          continue;
+        }
+        auto variant = cast<func::FuncOp>(func->clone());
+        variant.setSymName((func.getSymName() + ".sp").str());
+        variant.setPrivate();
+        variant->setAttr(kVariantOfAttr, StringAttr::get(module.getContext(),
+                                                         func.getSymName()));
+        module.getBody()->getOperations().insertAfter(func->getIterator(),
+                                                      variant);
+        Region trial = rewriter.analyze(variant);
+        size_t sites = trial.seeds.size();
+        rewriter.rewrite(trial);
+        numReduceScatters += sites;
+        say(llvm::formatv("{0}: {1} all_reduces -> reduce_scatter + "
+                          "all_gather in the variant @{2}, which "
+                          "braid-decompose prices scheduled against {0}",
+                          name, sites, variant.getSymName())
+                .str());
+        continue;
+      }
       if (tgt && !ulyssesHere) {
         // Price the rewritten function against the original on the
         // target's timeline; keep it only where the step gets faster.
@@ -728,10 +770,10 @@ struct BraidSequenceParallelPass
               tgt->name + "' has " + std::to_string(tgt->worldSize()));
           continue;
         }
-        double before = ::braid::cost::simulate(func, *model).stepTime;
+        double before = ::braid::cost::stepTime(func, *model);
         auto trial = cast<func::FuncOp>(func->clone());
         rewriter.rewrite(rewriter.analyze(trial));
-        double after = ::braid::cost::simulate(trial, *model).stepTime;
+        double after = ::braid::cost::stepTime(trial, *model);
         trial.erase();
         priced = llvm::formatv(" step {0:F3} ms -> {1:F3} ms on {2}",
                                before * 1e3, after * 1e3, tgt->name)

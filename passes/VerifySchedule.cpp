@@ -21,6 +21,14 @@ struct BraidVerifySchedulePass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
+      // A plan must not carry an alternative nobody chose between.
+      if (auto of = func->getAttrOfType<StringAttr>(kVariantOfAttr)) {
+        func.emitError("braid-verify-schedule: @")
+            << func.getSymName() << " is a variant of @" << of.getValue()
+            << " that braid-decompose has not chosen between";
+        ok = false;
+        continue;
+      }
       ok &= succeeded(verifyFunction(func));
     }
     if (!ok)

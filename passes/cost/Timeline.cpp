@@ -3,6 +3,7 @@
 
 #include "dialect/BraidOps.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -103,9 +104,23 @@ mergeIntervals(std::vector<std::pair<double, double>> v) {
   return out;
 }
 
-Timeline simulate(func::FuncOp func, const CostModel &model,
-                               bool serial) {
+static Timeline simulateOnce(func::FuncOp func, const CostModel &model,
+                             bool serial);
+
+Timeline simulate(func::FuncOp func, const CostModel &model, bool serial) {
+  Timeline t = simulateOnce(func, model, serial);
+  t.serialTime = serial ? t.stepTime : simulateOnce(func, model, true).stepTime;
+  return t;
+}
+
+double stepTime(func::FuncOp func, const CostModel &model) {
+  return simulateOnce(func, model, false).stepTime;
+}
+
+static Timeline simulateOnce(func::FuncOp func, const CostModel &model,
+                             bool serial) {
   Timeline t;
+  llvm::StringMap<KindTotal> byKind;
   t.function = func.getSymName().str();
   struct Ready {
     double time = 0;
@@ -176,7 +191,7 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
     }
     TimelineEntry e;
     e.op = &op;
-    e.name = op.getName().stripDialect().str();
+    e.name = op.getName().stripDialect();
     e.stream = stream;
     e.cost = c;
     e.start = streamFree[size_t(stream)];
@@ -237,7 +252,7 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
       t.commTime += c.seconds;
       commOnOtherStreams.push_back({stream, {e.start + e.launch, e.end}});
     }
-    KindTotal &k = t.byKind[e.name];
+    KindTotal &k = byKind[e.name];
     ++k.count;
     k.seconds += c.seconds;
     t.stepTime = std::max(t.stepTime, e.end);
@@ -281,7 +296,8 @@ Timeline simulate(func::FuncOp func, const CostModel &model,
   }
   std::reverse(t.criticalPath.begin(), t.criticalPath.end());
   t.launchGaps = std::max(0.0, t.stepTime - busy);
-  t.serialTime = serial ? t.stepTime : simulate(func, model, true).stepTime;
+  for (const auto &kind : byKind)
+    t.byKind[kind.getKey().str()] = kind.getValue();
   return t;
 }
 

@@ -78,6 +78,10 @@ struct Timeline {
 Timeline simulate(mlir::func::FuncOp func, const CostModel &model,
                   bool serial = false);
 
+/// The step time of `func` as simulate() gives it, without the serial
+/// baseline simulate() also runs (what passes that price candidates need).
+double stepTime(mlir::func::FuncOp func, const CostModel &model);
+
 /// The report: a text table, or JSON for tools.
 void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
                        const CostModel &model);

@@ -1,5 +1,6 @@
 // RUN: braid-opt %s --braid-decompose="chunks=2" --braid-schedule="min-hidden-us=0" --split-input-file | FileCheck %s
 // RUN: braid-opt %s --braid-decompose="chunks=1,2 report=true" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: braid-opt %s --braid-decompose="chunks=2 report=true" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORCED
 // RUN: not braid-opt %s --braid-decompose="chunks=0" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not braid-opt %s --braid-decompose="order=zigzag" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-ORDER
 
@@ -75,6 +76,9 @@ func.func @attention(%q: tensor<1x4x1x4xf32> {braid.input = "q"}, %pos: tensor<1
 // CHECK-NOT: braid.concat
 // REPORT: remark: braid-decompose: 1 chunk; k=2 refused: a softmax along the tokens
 // REPORT: remark: braid-decompose: 1 chunk; k=2 refused: one token (a decode step): nothing to cut
+// A forced count that is refused leaves the function as it is.
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a softmax along the tokens
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: one token (a decode step): nothing to cut
 func.func @mixes_tokens(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x8x4xf32> {braid.output = "y"}) {
   %y = braid.softmax %x dim 1 : tensor<1x8x4xf32>
   return %y : tensor<1x8x4xf32>

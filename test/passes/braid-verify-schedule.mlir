@@ -149,3 +149,15 @@ func.func @copy_on_another_stream(%x: tensor<64xf32> {braid.input = "x", braid.b
   %z = braid.silu %v {braid.stream = 0 : i64, braid.buffers = array<i64: 768, 256>} : tensor<8x8xf32>
   return %y, %z : tensor<64xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Variants left unchosen (braid-sequence-parallel=variants=true without
+// braid-decompose) never reach a plan; braid-decompose chooses.
+func.func @f(%x: tensor<1x4x8xf32> {braid.input = "x"}) -> tensor<1x4x8xf32> {
+  return %x : tensor<1x4x8xf32>
+}
+// expected-error @+1 {{braid-verify-schedule: @f.sp is a variant of @f that braid-decompose has not chosen between}}
+func.func private @f.sp(%x: tensor<1x4x8xf32> {braid.input = "x"}) -> tensor<1x4x8xf32> attributes {braid.variant_of = "f"} {
+  return %x : tensor<1x4x8xf32>
+}

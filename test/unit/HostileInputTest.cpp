@@ -347,6 +347,31 @@ TEST(HostileConfig, ImportOptionsAndProductsAreBounded) {
   ASSERT_TRUE(bool(fine)) << llvm::toString(fine.takeError());
 }
 
+// A caller that changes numLayers after loading must resize the per-layer
+// lists: the importer says so instead of reading past them.
+TEST(HostileConfig, ImporterRefusesPerLayerListsOfAnotherLength) {
+  auto config =
+      ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t.json");
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  DialectRegistry registry;
+  ::braid::registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  ::braid::ImportOptions o;
+  o.seq = 4;
+  o.maxSeq = 8;
+  int64_t layers = config->numLayers;
+  config->numLayers = layers * 4;
+  auto longer = ::braid::importModel(ctx, *config, o);
+  ASSERT_FALSE(bool(longer));
+  EXPECT_EQ(llvm::toString(longer.takeError()),
+            "internal error: the config has " + std::to_string(layers) +
+                " per-layer attention windows for " +
+                std::to_string(layers * 4) + " layers");
+  config->layerWindow.assign(size_t(layers * 4), 0);
+  auto resized = ::braid::importModel(ctx, *config, o);
+  ASSERT_TRUE(bool(resized)) << llvm::toString(resized.takeError());
+}
+
 //===----------------------------------------------------------------------===//
 // Tool input files: size, type and MLIR nesting
 //===----------------------------------------------------------------------===//

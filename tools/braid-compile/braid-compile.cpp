@@ -15,6 +15,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
@@ -118,6 +119,12 @@ static cl::opt<bool> stepStats(
              "--stats, after the pass pipeline)"),
     cl::cat(compileCategory));
 
+static cl::opt<bool> verifyEach(
+    "verify-each",
+    cl::desc("Verify the IR after every pass (as braid-opt does); by default "
+             "it is verified once, after the pipeline"),
+    cl::cat(compileCategory));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "braid-compile: " << message << "\n";
   return 1;
@@ -161,6 +168,7 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&ctx);
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
+  pm.enableVerifier(verifyEach);
   braid::PipelineOptions pipeline;
   if (passPipeline.empty()) {
     pipeline.fuseCollectives = fuseCollectives;
@@ -194,6 +202,9 @@ int main(int argc, char **argv) {
   }
   if (mlir::failed(pm.run(**module)))
     return fail("the pass pipeline failed");
+  if (mlir::failed(mlir::verify(**module)))
+    return fail("the compiled IR does not verify (--verify-each finds the "
+                "pass that broke it)");
 
   if (report)
     if (llvm::Error e = braid::printCompileReport(
