@@ -243,11 +243,12 @@ def BraidSequenceParallelPass
     scheduled, with token chunks, the answer can differ either way (the
     reduce_scatter and all_gather hide differently from an all_reduce).
     With `variants` (the default pipeline when it schedules) the pass does
-    not decide: it adds the rewritten function as a private copy,
-    `@<name>.sp` with `braid.variant_of = "<name>"`, and braid-decompose
-    prices both after chunking and scheduling and keeps the faster under
-    the original name. `force` applies it wherever it is legal (tests;
-    decode-sized steps).
+    not decide for a function of more than one token per sequence: it adds
+    the rewritten function as a private copy, `@<name>.sp` with
+    `braid.variant_of = "<name>"`, and braid-decompose prices both after
+    chunking and scheduling and keeps the faster under the original name.
+    One-token steps (decode) are still priced here. `force` applies it
+    wherever it is legal (tests; decode-sized steps).
 
     Tokens that neither they nor the batch divide by the group size (a
     prompt of 4095 tokens at tp 8, one sequence's decode step) are padded
@@ -446,7 +447,15 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     scheduled (`braid-schedule`, `braid-assign-streams`,
     `braid-insert-events`) and simulated on `target`; the fastest step
     wins, ties to fewer chunks and then side by side, so a decode step (one
-    token) and anything the model says would be slower stay as they are. Refused, with the reason in the `report` remark: an
+    token) and anything the model says would be slower stay as they are.
+    The function gets `braid.token_chunks = k`.
+
+    A function may have variants: private functions with
+    `braid.variant_of = "<its name>"` (braid-sequence-parallel's
+    `variants=true` adds the sequence-parallel form). Every form is priced
+    the same way; the fastest takes the function's place and name, and the
+    other forms are erased. Candidates are priced on their own copies, in
+    parallel where the MLIR context has threads. Refused, with the reason in the `report` remark: an
     attention without a KV cache, a softmax or concat along the tokens, a
     slice of tokens across chunks, a reshape that moves the tokens, an
     op reading a token value and a whole activation, all_to_all and
