@@ -663,10 +663,9 @@ struct BraidSequenceParallelPass
   using Base::Base;
 
   /// More than one token per sequence in a step: braid-decompose can cut
-  /// it into chunks, so its schedule can change which form is faster. A
-  /// one-token step (decode) is priced here: scheduling it hides nothing
-  /// the unscheduled estimate does not already see, and a variant would
-  /// double its size through the passes that follow.
+  /// it into chunks, which changes how each form's collectives hide. A
+  /// one-token step (decode) is never cut; it is priced here, unscheduled,
+  /// rather than doubled through every pass that follows.
   static bool manyTokens(func::FuncOp func) {
     for (BlockArgument arg : func.getArguments()) {
       auto t = dyn_cast<RankedTensorType>(arg.getType());
@@ -734,22 +733,22 @@ struct BraidSequenceParallelPass
         continue;
       }
       std::string priced;
+      if (tgt && !ulyssesHere && model->worldSize() > tgt->worldSize()) {
+        say(name + ": left alone: the module spans " +
+            std::to_string(model->worldSize()) + " ranks, target '" +
+            tgt->name + "' has " + std::to_string(tgt->worldSize()));
+        continue;
+      }
       if (variants && tgt && !ulyssesHere && manyTokens(func)) {
         // Priced later, scheduled: the rewritten copy goes beside the
         // original for braid-decompose to choose.
-        if (model->worldSize() > tgt->worldSize()) {
-          say(name + ": left alone: the module spans " +
-              std::to_string(model->worldSize()) + " ranks, target '" +
-              tgt->name + "' has " + std::to_string(tgt->worldSize()));
-          continue;
-        }
         auto variant = cast<func::FuncOp>(func->clone());
         variant.setSymName((func.getSymName() + ".sp").str());
         variant.setPrivate();
         variant->setAttr(kVariantOfAttr, StringAttr::get(module.getContext(),
                                                          func.getSymName()));
-        module.getBody()->getOperations().insertAfter(func->getIterator(),
-                                                      variant);
+        // Renamed (a suffix added) if the module has that name already.
+        SymbolTable(module).insert(variant, std::next(func->getIterator()));
         Region trial = rewriter.analyze(variant);
         size_t sites = trial.seeds.size();
         rewriter.rewrite(trial);
@@ -764,12 +763,6 @@ struct BraidSequenceParallelPass
       if (tgt && !ulyssesHere) {
         // Price the rewritten function against the original on the
         // target's timeline; keep it only where the step gets faster.
-        if (model->worldSize() > tgt->worldSize()) {
-          say(name + ": left alone: the module spans " +
-              std::to_string(model->worldSize()) + " ranks, target '" +
-              tgt->name + "' has " + std::to_string(tgt->worldSize()));
-          continue;
-        }
         double before = ::braid::cost::stepTime(func, *model);
         auto trial = cast<func::FuncOp>(func->clone());
         rewriter.rewrite(rewriter.analyze(trial));

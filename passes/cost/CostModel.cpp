@@ -163,9 +163,11 @@ llvm::Expected<Calibration> Calibration::parse(llvm::StringRef csv,
     llvm::StringRef line = rawLine.trim();
     if (line.empty() || line.starts_with("#"))
       continue;
+    // A structured binding cannot be captured before C++20 (clang).
+    size_t lineNo = i + 1;
     auto fail = [&](const llvm::Twine &what) {
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     fileName + ":" + llvm::Twine(i + 1) +
+                                     fileName + ":" + llvm::Twine(lineNo) +
                                          ": " + what);
     };
     llvm::SmallVector<llvm::StringRef> fields;

@@ -84,3 +84,27 @@ func.func @four_layers(%x: tensor<1x4096x8192xbf16> {braid.input = "x"}) -> (ten
   %h4 = braid.add %r3, %h3 : (tensor<1x4096x8192xbf16>, tensor<1x4096x8192xbf16>) -> tensor<1x4096x8192xbf16>
   return %h4 : tensor<1x4096x8192xbf16>
 }
+
+// -----
+
+// A variant never takes a name the module already has.
+// VARIANT-LABEL: func.func @g(
+// VARIANT: func.func private @g.sp_0({{.*}} attributes {braid.variant_of = "g"}
+// VARIANT: braid.reduce_scatter sum
+// VARIANT: func.func private @g.sp(%{{.*}}: tensor<1x8x16xf32>) -> tensor<1x8x16xf32> {
+// VARIANT-NEXT: return
+// braid-decompose keeps one form of @g and erases the variant; @g.sp, not
+// a variant, stays.
+// CHECK-LABEL: func.func @g(
+// CHECK-NOT: @g.sp_0
+// CHECK: func.func private @g.sp(
+braid.device_group @tp size 2
+func.func @g(%e: tensor<1x8x16xf32> {braid.input = "e"}) -> tensor<1x8x16xf32> {
+  %w = braid.parameter "ln" full [16] : tensor<16xf32>
+  %x = braid.all_reduce sum %e on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %n = braid.rms_norm %x, %w {epsilon = 1.0e-05 : f64} : (tensor<1x8x16xf32>, tensor<16xf32>) -> tensor<1x8x16xf32>
+  return %n : tensor<1x8x16xf32>
+}
+func.func private @g.sp(%x: tensor<1x8x16xf32>) -> tensor<1x8x16xf32> {
+  return %x : tensor<1x8x16xf32>
+}
