@@ -1,8 +1,10 @@
 //===- Decompose.cpp - braid-decompose ------------------------------------===//
 //
 // Token-chunk decomposition (see Passes.td): a prefill function's tokens
-// cut into k chunks whose ops interleave op by op, so that braid-schedule
-// can run chunk i's collectives while chunk i+1 computes.
+// cut into k chunks whose ops interleave (side by side, or skewed as a
+// software pipeline), so that braid-schedule can run chunk i's collectives
+// while chunk i+1 computes. The count, the order and the form (the
+// function or a variant of it) are chosen by pricing scheduled copies.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

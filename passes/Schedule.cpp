@@ -13,7 +13,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 namespace mlir::braid {
@@ -156,14 +155,14 @@ public:
     // by when their collective is estimated to end.
     std::set<std::pair<int, int>> starts, others;
     std::set<std::pair<double, int>> waits;
-    std::map<int, double> endsAt; // wait node -> its collective's end
+    std::vector<double> endsAt(o.nodes.size(), 0); // wait node -> its end
     Clock clock;
     auto makeReady = [&](int n) {
       const Node &node = o.nodes[size_t(n)];
       if (node.kind == Node::Start)
         starts.insert({node.order, n});
       else if (node.kind == Node::Wait)
-        waits.insert({endsAt.at(n), n});
+        waits.insert({endsAt[size_t(n)], n});
       else
         others.insert({node.order, n});
     };
@@ -185,9 +184,9 @@ public:
       }
       const Node &node = o.nodes[size_t(n)];
       if (node.kind == Node::Start)
-        endsAt[n + 1] = clock.start(node.op, costOf(node.op));
+        endsAt[size_t(n) + 1] = clock.start(node.op, costOf(node.op));
       else if (node.kind == Node::Wait)
-        clock.compute = std::max(clock.compute, endsAt.at(n));
+        clock.compute = std::max(clock.compute, endsAt[size_t(n)]);
       else if (isa<CollectiveOpInterface>(node.op))
         clock.compute = clock.start(node.op, costOf(node.op));
       else
