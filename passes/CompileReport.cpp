@@ -15,15 +15,12 @@ using mlir::ModuleOp;
 namespace func = mlir::func;
 namespace cost = ::braid::cost;
 
-static std::string milliseconds(double seconds) {
-  return llvm::formatv("{0:F3} ms", seconds * 1e3).str();
-}
-
 /// "12.345 ms (6.7% of the step)"
 static std::string exposed(const cost::Timeline &t) {
-  return llvm::formatv("{0} ({1:F1}% of the step)", milliseconds(t.exposedComm),
-                       t.stepTime > 0 ? 100 * t.exposedComm / t.stepTime : 0.0)
-      .str();
+  return cost::formatMs(t.exposedComm) + " (" +
+         cost::formatPercent(t.stepTime > 0 ? t.exposedComm / t.stepTime
+                                            : 0.0) +
+         " of the step)";
 }
 
 llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
@@ -52,21 +49,19 @@ llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
           was.stepTime > 0 ? 100 * (now.stepTime / was.stepTime - 1) : 0.0;
       os << llvm::formatv("  step                    {0} serial -> {1} "
                           "({2}{3:F1}%)\n",
-                          milliseconds(was.stepTime),
-                          milliseconds(now.stepTime), change >= 0 ? "+" : "",
+                          cost::formatMs(was.stepTime),
+                          cost::formatMs(now.stepTime), change >= 0 ? "+" : "",
                           change);
       os << "  exposed communication   " << exposed(was) << " -> "
          << exposed(now) << "\n";
     } else {
-      os << "  step                    " << milliseconds(now.stepTime) << "\n";
+      os << "  step                    " << cost::formatMs(now.stepTime)
+         << "\n";
       os << "  exposed communication   " << exposed(now) << "\n";
     }
     double efficiency = now.overlapEfficiency();
-    os << "  overlap efficiency      "
-       << (std::isnan(efficiency)
-               ? std::string("n/a (nothing to overlap)")
-               : llvm::formatv("{0:F1}%", 100 * efficiency).str())
-       << "\n";
+    os << "  overlap efficiency      " << cost::formatPercent(efficiency)
+       << (std::isnan(efficiency) ? " (nothing to overlap)" : "") << "\n";
     auto chunks =
         func->getAttrOfType<IntegerAttr>(mlir::braid::kTokenChunksAttr);
     os << "  token chunks            " << (chunks ? chunks.getInt() : 1)

@@ -36,6 +36,26 @@ namespace {
 /// Tokens run along dim 1 ([batch, tokens, ...]) of every token value.
 constexpr unsigned kTokenDim = 1;
 
+} // namespace
+
+SmallVector<BlockArgument> mlir::braid::tokenInputs(func::FuncOp func) {
+  SmallVector<BlockArgument> inputs;
+  int64_t tokens = -1;
+  for (BlockArgument arg : func.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!func.getArgAttr(arg.getArgNumber(), "braid.input") || !t ||
+        t.getRank() < 2)
+      continue;
+    if (tokens < 0)
+      tokens = t.getDimSize(kTokenDim);
+    if (t.getDimSize(kTokenDim) == tokens)
+      inputs.push_back(arg);
+  }
+  return inputs;
+}
+
+namespace {
+
 RankedTensorType chunkType(Type type, int k) {
   auto t = cast<RankedTensorType>(type);
   SmallVector<int64_t> shape(t.getShape());
@@ -119,20 +139,12 @@ private:
     for (Operation &op : body)
       if (&op != terminator_)
         old.push_back(&op);
-    // Token inputs: bound inputs of rank >= 2 whose dim 1 is the tokens.
-    int64_t tokens = -1;
-    for (BlockArgument arg : body.getArguments()) {
-      if (!func_.getArgAttr(arg.getArgNumber(), "braid.input"))
-        continue;
-      auto t = dyn_cast<RankedTensorType>(arg.getType());
-      if (!t || t.getRank() < 2)
-        continue;
-      if (tokens < 0)
-        tokens = t.getDimSize(kTokenDim);
-      if (tokens <= 1)
-        return "one token (a decode step): nothing to cut";
-      if (t.getDimSize(kTokenDim) != tokens)
-        continue;
+    SmallVector<BlockArgument> inputs = tokenInputs(func_);
+    if (!inputs.empty() && cast<RankedTensorType>(inputs.front().getType())
+                                   .getDimSize(kTokenDim) <= 1)
+      return "one token (a decode step): nothing to cut";
+    for (BlockArgument arg : inputs) {
+      auto t = cast<RankedTensorType>(arg.getType());
       if (std::string why = divisible(arg); !why.empty())
         return why;
       if (dryRun_) {

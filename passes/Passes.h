@@ -3,6 +3,7 @@
 #define BRAID_PASSES_PASSES_H
 
 #include "dialect/BraidOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -13,6 +14,11 @@ namespace mlir::braid {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// A step's token inputs: its bound inputs (`braid.input`) of rank >= 2
+/// whose dim 1 is that of the first one, the tokens per sequence (token
+/// ids and positions). braid-decompose cuts them into chunks.
+SmallVector<BlockArgument> tokenInputs(func::FuncOp func);
 
 /// On a function braid-decompose cut: the number of token chunks (i64).
 /// Informational (braid-compile --report); nothing reads it to compute.

@@ -667,13 +667,9 @@ struct BraidSequenceParallelPass
   /// one-token step (decode) is never cut; it is priced here, unscheduled,
   /// rather than doubled through every pass that follows.
   static bool manyTokens(func::FuncOp func) {
-    for (BlockArgument arg : func.getArguments()) {
-      auto t = dyn_cast<RankedTensorType>(arg.getType());
-      if (func.getArgAttr(arg.getArgNumber(), "braid.input") && t &&
-          t.getRank() >= 2 && t.getDimSize(kTokenDim) > 1)
-        return true;
-    }
-    return false;
+    SmallVector<BlockArgument> inputs = tokenInputs(func);
+    return !inputs.empty() && cast<RankedTensorType>(inputs.front().getType())
+                                      .getDimSize(kTokenDim) > 1;
   }
 
   void runOnOperation() override {

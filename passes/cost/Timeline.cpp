@@ -301,13 +301,13 @@ static Timeline simulateOnce(func::FuncOp func, const CostModel &model,
   return t;
 }
 
-static std::string ms(double seconds) {
+std::string formatMs(double seconds) {
   std::string s;
   llvm::raw_string_ostream(s) << llvm::format("%.3f ms", seconds * 1e3);
   return s;
 }
 
-static std::string percent(double fraction) {
+std::string formatPercent(double fraction) {
   if (std::isnan(fraction))
     return "n/a";
   std::string s;
@@ -329,28 +329,30 @@ void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
       os << "  " << note;
     os << "\n";
   };
-  row("step time (T)", ms(t.stepTime));
-  row("compute time (C)", ms(t.computeTime));
-  row("communication time (M)", ms(t.commTime),
-      (percent(t.commTime / std::max(t.computeTime + t.commTime, 1e-30)) +
+  row("step time (T)", formatMs(t.stepTime));
+  row("compute time (C)", formatMs(t.computeTime));
+  row("communication time (M)", formatMs(t.commTime),
+      (formatPercent(t.commTime / std::max(t.computeTime + t.commTime, 1e-30)) +
        " of C+M")
           .c_str());
-  row("exposed communication", ms(t.exposedComm),
-      (percent(t.exposedComm / std::max(t.stepTime, 1e-30)) + " of T").c_str());
-  row("serial time (T_serial)", ms(t.serialTime));
-  row("overlap efficiency", percent(t.overlapEfficiency()),
+  row("exposed communication", formatMs(t.exposedComm),
+      (formatPercent(t.exposedComm / std::max(t.stepTime, 1e-30)) + " of T")
+          .c_str());
+  row("serial time (T_serial)", formatMs(t.serialTime));
+  row("overlap efficiency", formatPercent(t.overlapEfficiency()),
       "hidden communication / min(compute, communication) busy time");
   if (t.contention > 0)
-    row("contention", ms(t.contention),
+    row("contention", formatMs(t.contention),
         "compute slowed by collectives running beside it");
-  row("ideal bound max(C, M)", ms(t.idealBound()));
-  row("launch gaps", ms(t.launchGaps), "T minus busy time on the critical path");
+  row("ideal bound max(C, M)", formatMs(t.idealBound()));
+  row("launch gaps", formatMs(t.launchGaps),
+      "T minus busy time on the critical path");
   std::string path;
   llvm::raw_string_ostream(path)
       << t.criticalPath.size() << " ops";
   row("critical path", path,
-      ("compute " + ms(t.criticalCompute) + ", communication " +
-       ms(t.criticalComm))
+      ("compute " + formatMs(t.criticalCompute) + ", communication " +
+       formatMs(t.criticalComm))
           .c_str());
   os << "  by op:\n";
   std::vector<std::pair<std::string, KindTotal>> kinds(t.byKind.begin(),
@@ -361,7 +363,7 @@ void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
   for (auto &[name, k] : kinds)
     os << "    " << llvm::left_justify(name, 22)
        << llvm::right_justify(std::to_string(k.count), 6) << " ops "
-       << llvm::right_justify(ms(k.seconds), 14) << "\n";
+       << llvm::right_justify(formatMs(k.seconds), 14) << "\n";
 }
 
 static llvm::json::Value nanoseconds(double seconds) {

@@ -82,6 +82,10 @@ Timeline simulate(mlir::func::FuncOp func, const CostModel &model,
 /// baseline simulate() also runs (what passes that price candidates need).
 double stepTime(mlir::func::FuncOp func, const CostModel &model);
 
+/// "12.345 ms" (three decimals); "6.7%" (one decimal), "n/a" for NaN.
+std::string formatMs(double seconds);
+std::string formatPercent(double fraction);
+
 /// The report: a text table, or JSON for tools.
 void printTimelineText(llvm::raw_ostream &os, const Timeline &t,
                        const CostModel &model);
