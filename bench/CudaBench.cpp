@@ -7,8 +7,9 @@
 //
 // Everything issue 6 asks to measure, in one run on one GPU, as ratios:
 //   1. decode-step latency: CUDA Graph replay vs eager launch of the same
-//      plan (and PyTorch eager / CUDA graphs from bench/torch_decode.py,
-//      when --torch gives its result file);
+//      plan, and the graph with tensor-core attention (and PyTorch eager /
+//      CUDA graphs from bench/torch_decode.py, when --torch gives its
+//      result file);
 //   2. launch gaps: step time vs the sum of its ops' times (eager, per-op
 //      CUDA events), eager and graph;
 //   3. every distinct GEMM of the plan: the executor's cuBLASLt algorithm
@@ -18,10 +19,12 @@
 //      (minimum, as Kernels.cu counts them) over measured time, against
 //      the HBM peak (device attributes) and a measured device-to-device
 //      copy;
-//   5. the decode attention kernel alone, split-KV (flash-decoding) and
-//      not, launched back to back from a CUDA Graph over enough copies of
-//      the KV cache that L2 (50 MB on an H100) cannot hold them: the
-//      per-op events of 4. include launch latency, this does not.
+//   5. the decode attention kernel alone, split-KV (flash-decoding), on
+//      tensor cores (AttentionTensorCore.cuh) and one split, launched back
+//      to back from a CUDA Graph over enough copies of the KV cache that L2
+//      (50 MB on an H100) cannot hold them: the per-op events of 4.
+//      include launch latency, this does not. Every variant's output is
+//      compared with the default's.
 //   6. with --against (the same model compiled with --fuse-compute=false,
 //      say): both plans' decode steps (graph and eager) and, per op kind,
 //      how many ops and how much time each step spends, side by side, and
@@ -177,11 +180,12 @@ struct StepTimes {
 /// Prefill once, then `warmup` + `iters` decode steps at the fixed
 /// position (the KV cache contents do not change the work).
 Expected<StepTimes> timeSteps(const LoadedPlan &loaded, bool graph,
-                              bool profile, const Inputs &in,
-                              const Options &o) {
+                              bool profile, const Inputs &in, const Options &o,
+                              bool tensorCore = false) {
   cu::ExecutorOptions eo;
   eo.graph = graph;
   eo.profile = profile;
+  eo.tensorCoreAttention = tensorCore;
   auto runner = cu::CudaRunner::create(loaded, eo);
   if (!runner)
     return runner.status();
@@ -669,17 +673,23 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // The default tiling first, then a sweep of the two knobs (keys per
   // tile, blocks per multiprocessor the split count aims at).
+  // Then the tensor-core kernel (AttentionTensorCore.cuh) at 1, 2 (its
+  // default) and 4 blocks per multiprocessor.
   struct Variant {
     int keyTile, perSm;
+    bool tensorCore;
   };
   const std::vector<Variant> variants =
-      o.smoke ? std::vector<Variant>{{0, 0}}
-              : std::vector<Variant>{{0, 0},  {32, 4},  {32, 16},
-                                     {16, 8}, {16, 16}, {8, 16}};
+      o.smoke ? std::vector<Variant>{{0, 0, false}, {0, 0, true}}
+              : std::vector<Variant>{
+                    {0, 0, false},  {32, 4, false},  {32, 16, false},
+                    {16, 8, false}, {16, 16, false}, {8, 16, false},
+                    {0, 0, true},   {0, 1, true},    {0, 4, true}};
   size_t most = 0;
   for (const Variant &v : variants)
-    most = std::max(most, cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms,
-                                                      v.keyTile, v.perSm));
+    most = std::max(most,
+                    cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms, v.keyTile,
+                                                v.perSm, v.tensorCore));
   void *scratch = nullptr;
   if (most) {
     auto w = alloc({int64_t(most)}, DType::I32);
@@ -691,33 +701,65 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
   struct Result {
     std::string name;
     double us;
+    double maxDiff; // max |o - the default's o|
   };
   std::vector<Result> results;
+  // The output of the last launch, as floats: every variant must agree
+  // with the default one (the table's last column says how closely).
+  std::vector<float> reference;
+  auto differs = [&]() -> Expected<double> {
+    HostTensor h(dt, qs);
+    BRAID_CUDA_CHECK(cudaMemcpy(h.bytes.data(), out->data, h.bytes.size(),
+                                cudaMemcpyDeviceToHost));
+    std::vector<float> got = h.toFloats();
+    if (reference.empty())
+      reference = got;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double d = std::fabs(double(got[i]) - double(reference[i]));
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+    return worst;
+  };
   for (const Variant &var : variants) {
     cu::AttentionWorkspace ws;
     ws.multiprocessors = sms;
     ws.keyTile = var.keyTile;
     ws.blocksPerMultiprocessor = var.perSm;
+    ws.tensorCore = var.tensorCore;
     ws.bytes = cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms, var.keyTile,
-                                           var.perSm);
+                                           var.perSm, var.tensorCore);
     ws.data = ws.bytes ? scratch : nullptr;
     auto t = cu::detail::planAttention(qs[0], qs[1], qs[2], ks[2], qs[3], maxS,
-                                       int64_t(dtypeSize(dt)), sms,
-                                       var.keyTile, var.perSm);
+                                       int64_t(dtypeSize(dt)), sms, var.keyTile,
+                                       var.perSm, var.tensorCore);
+    if (var.tensorCore && !t.tensorCore)
+      continue; // not this plan's dtype or head_dim
     auto us = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, ws, reps);
     if (!us)
       return us.status();
+    auto diff = differs();
+    if (!diff)
+      return diff.status();
     std::ostringstream name;
-    name << (var.keyTile == 0 ? "split-KV (default): " : "split-KV: ")
-         << t.keyTile << "-key tiles, " << t.rowTile << "-row tiles, "
+    if (t.tensorCore)
+      name << (var.perSm == 0 ? "tensor cores (2 blocks/SM): "
+                              : "tensor cores: ");
+    else
+      name << (var.keyTile == 0 ? "split-KV (default): " : "split-KV: ");
+    name << t.keyTile << "-key tiles, " << t.rowTile << "-row tiles, "
          << t.splits << " splits of " << t.keysPerSplit << " keys, "
          << t.sharedBytes / 1024.0 << " KiB shared";
-    results.push_back({name.str(), *us});
+    results.push_back({name.str(), *us, *diff});
   }
   auto whole = timeAttention(*q, *k, *v, kc, vc, *pos, *out, p, {}, reps);
   if (!whole)
     return whole.status();
-  results.push_back({"one split: each block walks all its keys", *whole});
+  auto diff = differs();
+  if (!diff)
+    return diff.status();
+  results.push_back(
+      {"one split: each block walks all its keys", *whole, *diff});
   // Minimum bytes: cache rows [0, position + 1) of k and v read once, the
   // new k, v rows read and written, q read and o written.
   const double rowBytes = double(cacheBytes) / double(maxS);
@@ -729,19 +771,41 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
             << cs[1] << "x" << cs[2] << "x" << cs[3] << ", position "
             << position << "; a graph of " << copies
             << " launches over distinct caches, median of " << reps
-            << ")\n\n| kernel | us | GB/s | % of peak | % of copy |\n"
-               "|---|---|---|---|---|\n";
-  auto row = [&](const char *name, double us) {
-    double gbs = bytes / (us * 1e-6) / 1e9;
-    std::cout << "| " << name << " | " << std::fixed << std::setprecision(2)
-              << us << " | " << std::setprecision(0) << gbs << " | "
+            << ")\n\n| kernel | us | GB/s | % of peak | % of copy | max "
+               "abs diff vs default |\n|---|---|---|---|---|---|\n";
+  for (const Result &r : results) {
+    double gbs = bytes / (r.us * 1e-6) / 1e9;
+    std::cout << "| " << r.name << " | " << std::fixed << std::setprecision(2)
+              << r.us << " | " << std::setprecision(0) << gbs << " | "
               << std::setprecision(1) << 100 * gbs / bw.peakGBs << " | "
-              << 100 * gbs / bw.copyGBs << " |\n";
-  };
-  for (const Result &r : results)
-    row(r.name.c_str(), r.us);
+              << 100 * gbs / bw.copyGBs << " | " << std::scientific
+              << std::setprecision(2) << r.maxDiff << " |\n";
+  }
   std::cout.unsetf(std::ios::floatfield);
   return Status::ok();
+}
+
+/// The decode outputs of two runs' last timed steps, element by element:
+/// the largest difference per output.
+void printDifferences(const cu::TensorMap &mine, const cu::TensorMap &theirs,
+                      const std::string &label) {
+  for (const auto &[name, a] : mine) {
+    auto b = theirs.find(name);
+    if (b == theirs.end() || b->second.shape != a.shape)
+      continue;
+    std::vector<float> x = a.toFloats(), y = b->second.toFloats();
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double d = std::fabs(double(x[i]) - double(y[i]));
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+      scale = std::max(scale, double(std::fabs(y[i])));
+    }
+    std::cout << "\n"
+              << label << "decode output '" << name << "': largest difference "
+              << std::scientific << std::setprecision(3) << worst
+              << " (largest magnitude " << scale << ")\n";
+  }
+  std::cout.unsetf(std::ios::floatfield);
 }
 
 /// Item 6: `loaded` (with its measured steps) against the plan o.against,
@@ -796,22 +860,7 @@ Status compareWith(const LoadedPlan &loaded, const StepTimes &graph,
   }
   std::cout << "| all | " << total.count[0] << " | " << total.ms[0] << " | "
             << total.count[1] << " | " << total.ms[1] << " |\n";
-  // Numbers: the decode outputs of the last timed step, element by element.
-  for (const auto &[name, mine] : graph.lastDecode) {
-    auto theirs = og->lastDecode.find(name);
-    if (theirs == og->lastDecode.end() || theirs->second.shape != mine.shape)
-      continue;
-    std::vector<float> a = mine.toFloats(), b = theirs->second.toFloats();
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      worst = std::max(worst, double(std::fabs(a[i] - b[i])));
-      scale = std::max(scale, double(std::fabs(b[i])));
-    }
-    std::cout << "\ndecode output '" << name << "': largest difference "
-              << std::scientific << std::setprecision(3) << worst
-              << " (largest magnitude " << scale << ")\n";
-  }
-  std::cout.unsetf(std::ios::floatfield);
+  printDifferences(graph.lastDecode, og->lastDecode, "");
   return Status::ok();
 }
 
@@ -842,6 +891,11 @@ Status run(const Options &o) {
     return times.status();
   const StepTimes *graph = &times->graph, *eager = &times->eager,
                   *profiled = &times->profiled;
+  // The same graph with attention on tensor cores (where it applies).
+  auto tensorCore = timeSteps(*loaded, true, false, in, o, true);
+  if (!tensorCore)
+    return errorf("graph, tensor-core attention: ",
+                  tensorCore.status().message());
 
   double g = median(graph->device), e = median(eager->device);
   std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
@@ -853,8 +907,13 @@ Status run(const Options &o) {
                "vs braid graph |\n|---|---|---|---|\n"
             << std::fixed << std::setprecision(4) << "| braid, CUDA Graph | "
             << g << " | " << median(graph->host) << " | 1.000 |\n"
-            << "| braid, eager | " << e << " | " << median(eager->host)
-            << " | " << std::setprecision(3) << e / g << " |\n";
+            << "| braid, eager | " << e << " | " << median(eager->host) << " | "
+            << std::setprecision(3) << e / g << " |\n"
+            << std::setprecision(4)
+            << "| braid, CUDA Graph, tensor-core attention | "
+            << median(tensorCore->device) << " | " << median(tensorCore->host)
+            << " | " << std::setprecision(3) << median(tensorCore->device) / g
+            << " |\n";
   if (torch) {
     double te = (*torch)["eager_ms"].get<double>();
     double tg = (*torch)["graph_ms"].get<double>();
@@ -863,6 +922,8 @@ Status run(const Options &o) {
               << std::setprecision(4) << "| PyTorch, CUDA graph | " << tg
               << " | | " << std::setprecision(3) << tg / g << " |\n";
   }
+  printDifferences(tensorCore->lastDecode, graph->lastDecode,
+                   "tensor-core attention vs the split kernel, ");
   double opSum = sumMs(profiled->ops);
   std::cout << "\n## Launch gaps (decode step vs the sum of its " 
             << profiled->ops.size() << " ops' times, eager with per-op "

@@ -456,6 +456,11 @@ void CommandLine::addCuda() {
        "launch op by op instead (--profile and --trace need it); the last of "
        "--graph and --eager given wins",
        [this] { o_.graph = false; });
+  flag("--tensor-core-attention",
+       "with --backend cuda: attention on tensor cores where it applies "
+       "(bf16/f16, head_dim 16, 32, 64, 80, 96 or 128); off by default until "
+       "measured against the split kernel on a GPU",
+       [this] { o_.tensorCoreAttention = true; });
   flag("--single-gpu-test",
        "TESTS ONLY: run every rank of the plan on one GPU (the first of "
        "--devices, else GPU 0) with the single-GPU test communicator instead "
@@ -536,6 +541,8 @@ Status checkCombinations(const Options &o) {
     return errorf("--iters, --eager and --devices need --backend cuda");
   if (o.singleGpuTest && o.backend != "cuda")
     return errorf("--single-gpu-test needs --backend cuda");
+  if (o.tensorCoreAttention && o.backend != "cuda")
+    return errorf("--tensor-core-attention needs --backend cuda");
   if ((o.testStuckRank >= 0 || o.testFailingRank >= 0) && !o.singleGpuTest)
     return errorf("--test-fault needs --single-gpu-test");
   if (o.strict && o.backend != "cpu")

@@ -132,6 +132,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     eo.profile = profiling;
     eo.devices = o.devices;
     eo.singleGpuTest = o.singleGpuTest;
+    eo.tensorCoreAttention = o.tensorCoreAttention;
     eo.testStuckRank = o.testStuckRank;
     eo.testFailingRank = o.testFailingRank;
     auto runner = cuda::CudaRunner::create(plan, eo, processes);

@@ -103,6 +103,10 @@ struct AttentionArgs {
   size_t partialsBytes = 0;
   /// Tiling knobs (planAttention); 0: the defaults. Benchmarks sweep them.
   int keyTile = 0, blocksPerMultiprocessor = 0;
+  /// Ask for the tensor-core split kernel (AttentionTensorCore.cuh). It
+  /// runs where it applies (see launchAttention), else the split kernel.
+  /// Off by default until a GPU has measured it against the split kernel.
+  bool tensorCore = false;
 };
 
 /// How launchAttention divides the work (flash-decoding): the query rows of
@@ -121,16 +125,21 @@ struct AttentionTiling {
   size_t sharedBytes = 0;
   size_t workspaceBytes = 0; // partials, when splits > 1
   bool fits = false; // false: head_dim too large for shared memory
+  /// The tensor-core kernel's tiling: 16 rows, 16-key tiles per warp.
+  bool tensorCore = false;
 };
 /// `multiprocessors` 0 (or no workspace to be had): one split.
 /// `keyTile` (at most 32) and `blocksPerMultiprocessor` (the split count's
 /// target) 0: the defaults, 32 and 4.
 /// `elemBytes`: the k/v storage size (2 or 4; else it does not fit).
+/// `tensorCore`: the tensor-core kernel's tiling where its shapes apply
+/// (16-bit storage, a head_dim it is built for; `keyTile` is ignored and
+/// `blocksPerMultiprocessor` defaults to 2), else the split kernel's.
 AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
-                              int64_t kvHeads, int64_t headDim,
-                              int64_t keyRows, int64_t elemBytes,
-                              int multiprocessors, int keyTile = 0,
-                              int blocksPerMultiprocessor = 0);
+                              int64_t kvHeads, int64_t headDim, int64_t keyRows,
+                              int64_t elemBytes, int multiprocessors,
+                              int keyTile = 0, int blocksPerMultiprocessor = 0,
+                              bool tensorCore = false);
 /// Bytes per element of a k/v storage dtype attention takes (2 or 4), or 0.
 int64_t attentionElemBytes(Dt dt);
 /// Most keys (S, or a cache's maxS) launchAttention takes: the split kernel
@@ -146,7 +155,10 @@ constexpr int64_t kMaxAttentionHeadDim = 4096;
 /// kDeviceErrorAttentionPosition (unless a record is set) and writes
 /// nothing (nor while a record is set), else k[b, pos[b] + s] = newK[b, s]
 /// (and v); the split kernel (skipped while a record is set); with
-/// splits > 1, the combine.
+/// splits > 1, the combine. With args.tensorCore, the split kernel is the
+/// tensor-core one when q, k, v are one 16-bit dtype, 16-byte aligned,
+/// head_dim is one it is built for (16, 32, 64, 80, 96, 128) and the
+/// device is sm_80 or newer.
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream);
 

@@ -586,7 +586,8 @@ Status CudaRank::prepareFunction(Function &fn) {
                               ? ref(fn, op.operands()->Get(3)).shape.at(1)
                               : q.shape.at(1);
         size_t bytes = attentionWorkspaceBytes(q.shape, k.shape.at(2), keyRows,
-                                               multiprocessors_);
+                                               multiprocessors_, 0, 0,
+                                               options_.tensorCoreAttention);
         size_t s = size_t(op.stream());
         if (fn.attentionScratchBytes.size() <= s)
           fn.attentionScratchBytes.resize(s + 1, 0);
@@ -809,6 +810,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   case OpCode::Attention: {
     AttentionParams p = cpu::attentionParamsOf(op);
     AttentionWorkspace ws;
+    ws.tensorCore = options_.tensorCoreAttention;
     if (size_t(op.stream()) < fn.attentionScratch.size()) {
       ws.data = fn.attentionScratch[size_t(op.stream())].get();
       ws.bytes = fn.attentionScratchBytes[size_t(op.stream())];

@@ -61,6 +61,10 @@ struct ExecutorOptions {
   /// decided by braid-fuse-compute) inside its cuBLASLt GEMM; off, or when
   /// cuBLASLt has no algorithm for it: as kernels after the GEMM.
   bool fuseEpilogues = true;
+  /// Attention on tensor cores (AttentionTensorCore.cuh) where it applies
+  /// (bf16/f16, head_dim 16 to 128 in steps the kernel is built for);
+  /// off by default until a GPU has measured it against the split kernel.
+  bool tensorCoreAttention = false;
   /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
   /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses
   /// two ranks on one GPU.

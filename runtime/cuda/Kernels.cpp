@@ -307,18 +307,21 @@ Status cuda::embedding(const TensorRef &ids, const TensorRef &table,
 
 size_t cuda::attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
                                      int64_t keyRows, int multiprocessors,
-                                     int keyTile, int blocksPerMultiprocessor) {
+                                     int keyTile, int blocksPerMultiprocessor,
+                                     bool tensorCore) {
   if (q.size() != 4)
     return 0;
-  // Enough for 16-bit and 32-bit caches alike (their tiles can differ).
+  // Enough for 16-bit and 32-bit caches alike (their tiles can differ), and
+  // for the split kernel where the tensor-core one turns out not to apply.
   size_t most = 0;
-  for (int64_t elem : {2, 4}) {
-    detail::AttentionTiling t = detail::planAttention(
-        q[0], q[1], q[2], kvHeads, q[3], keyRows, elem, multiprocessors,
-        keyTile, blocksPerMultiprocessor);
-    if (t.fits)
-      most = std::max(most, t.workspaceBytes);
-  }
+  for (int64_t elem : {2, 4})
+    for (bool tc : {false, tensorCore}) {
+      detail::AttentionTiling t = detail::planAttention(
+          q[0], q[1], q[2], kvHeads, q[3], keyRows, elem, multiprocessors,
+          keyTile, blocksPerMultiprocessor, tc);
+      if (t.fits)
+        most = std::max(most, t.workspaceBytes);
+    }
   return most;
 }
 
@@ -328,6 +331,7 @@ namespace {
 void useWorkspace(detail::AttentionArgs &a, const AttentionWorkspace &ws) {
   a.keyTile = ws.keyTile;
   a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
+  a.tensorCore = ws.tensorCore;
   if (ws.data && ws.multiprocessors > 0) {
     a.partials = static_cast<float *>(ws.data);
     a.partialsBytes = ws.bytes;

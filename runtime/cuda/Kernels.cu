@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace braid::rt::cuda::detail {
 namespace {
@@ -791,6 +792,9 @@ __global__ void attentionCombineKernel(AttentionLaunch L) {
   }
 }
 
+// The tensor-core split kernel: same blocks, partials and combine.
+#include "runtime/cuda/AttentionTensorCore.cuh"
+
 /// The cache write of attention with a cache, with its position check.
 /// Every block first checks every batch's [pos, pos + S) against
 /// [0, maxS) (B is small), so all blocks agree: with a position out of
@@ -1106,17 +1110,60 @@ cudaError_t launchEmbedding(In ids, In table, Out out, int64_t numIds,
   return cudaGetLastError();
 }
 
+namespace {
+/// Splits `keyRows` keys for `blocks` blocks (of the other dims) so the
+/// grid has about `perMultiprocessor` blocks per multiprocessor, every range
+/// a whole number of `granule` keys; at most 1024 ranges (the combine keeps
+/// one weight per split in shared memory).
+void splitKeys(AttentionTiling &t, int64_t blocks, int64_t keyRows,
+               int64_t granule, int multiprocessors,
+               int64_t perMultiprocessor) {
+  int64_t splits = 1;
+  if (multiprocessors > 0 && keyRows > 0) {
+    const int64_t want =
+        (perMultiprocessor * int64_t(multiprocessors) + blocks - 1) / blocks;
+    const int64_t most = std::max<int64_t>(keyRows / granule, 1);
+    splits = std::max<int64_t>(1, std::min({want, most, int64_t(1024)}));
+  }
+  int64_t per = (std::max<int64_t>(keyRows, 1) + splits - 1) / splits;
+  per = (per + granule - 1) / granule * granule;
+  t.splits = int((std::max<int64_t>(keyRows, 1) + per - 1) / per);
+  t.keysPerSplit = per;
+}
+} // namespace
+
 AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
-                              int64_t kvHeads, int64_t headDim,
-                              int64_t keyRows, int64_t elemBytes,
-                              int multiprocessors, int keyTile,
-                              int blocksPerMultiprocessor) {
+                              int64_t kvHeads, int64_t headDim, int64_t keyRows,
+                              int64_t elemBytes, int multiprocessors,
+                              int keyTile, int blocksPerMultiprocessor,
+                              bool tensorCore) {
   AttentionTiling t;
   if (kvHeads <= 0 || heads % kvHeads != 0 || headDim <= 0 ||
       headDim > kMaxAttentionHeadDim ||
       (elemBytes != 2 && elemBytes != 4))
     return t;
   const int64_t rowsPerSet = seq * (heads / kvHeads);
+  auto workspace = [&] {
+    if (t.splits > 1)
+      t.workspaceBytes = size_t(batch * seq * heads) * size_t(t.splits) *
+                         size_t(headDim + 2) * sizeof(float);
+  };
+  if (tensorCore && elemBytes == 2 && tensorCoreHeadDim(headDim)) {
+    // Two stages per warp; the second overlaps the first's arithmetic.
+    // Ranges are whole multiples of the 4 warps' 16-key tiles.
+    t.fits = t.tensorCore = true;
+    t.rowTile = kTensorCoreRows;
+    t.keyTile = kTensorCoreKeys;
+    t.stages = 2;
+    t.sharedBytes = size_t(tensorCoreSmemBytes(headDim, t.stages));
+    const int64_t rowTiles =
+        (rowsPerSet + kTensorCoreRows - 1) / kTensorCoreRows;
+    splitKeys(t, std::max<int64_t>(batch * kvHeads * rowTiles, 1), keyRows,
+              kTensorCoreWarps * kTensorCoreKeys, multiprocessors,
+              blocksPerMultiprocessor > 0 ? blocksPerMultiprocessor : 2);
+    workspace();
+    return t;
+  }
   // Without the opt-in (which costs occupancy) a block has 48 KiB: two
   // stages of key/value tiles if they fit (the next tile's copy overlaps
   // this one's arithmetic), else one; then fewer keys, fewer rows, and past
@@ -1147,23 +1194,9 @@ AttentionTiling planAttention(int64_t batch, int64_t seq, int64_t heads,
   // Enough blocks for ~4 per multiprocessor, each range at least one key
   // tile (fewer splits when the rows alone fill the GPU, e.g. prefill).
   const int64_t rowTiles = (rowsPerSet + r - 1) / r;
-  const int64_t blocks = std::max<int64_t>(batch * kvHeads * rowTiles, 1);
-  int64_t splits = 1;
-  if (multiprocessors > 0 && keyRows > 0) {
-    const int64_t want =
-        (perMultiprocessor * int64_t(multiprocessors) + blocks - 1) / blocks;
-    const int64_t most = std::max<int64_t>(keyRows / k, 1);
-    // At most 1024: the combine keeps one weight per split in shared memory.
-    splits = std::max<int64_t>(1, std::min({want, most, int64_t(1024)}));
-  }
-  int64_t per = (std::max<int64_t>(keyRows, 1) + splits - 1) / splits;
-  per = (per + k - 1) / k * k;
-  splits = (std::max<int64_t>(keyRows, 1) + per - 1) / per;
-  t.splits = int(splits);
-  t.keysPerSplit = per;
-  if (splits > 1)
-    t.workspaceBytes = size_t(batch * seq * heads) * size_t(splits) *
-                       size_t(headDim + 2) * sizeof(float);
+  splitKeys(t, std::max<int64_t>(batch * kvHeads * rowTiles, 1), keyRows, k,
+            multiprocessors, perMultiprocessor);
+  workspace();
   return t;
 }
 
@@ -1183,6 +1216,59 @@ cudaError_t launchAttentionSplit(const AttentionLaunch &L, dim3 grid,
   }
   attentionSplitKernel<T><<<grid, kAttentionThreads, shared, stream>>>(L);
   return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t launchTensorCoreFor(const AttentionLaunch &L, dim3 grid,
+                                size_t shared, cudaStream_t stream) {
+  if (shared > (48u << 10)) {
+    cudaError_t e = cudaFuncSetAttribute(
+        attentionTensorCoreKernel<T, D>,
+        cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+    if (e != cudaSuccess)
+      return e;
+  }
+  attentionTensorCoreKernel<T, D>
+      <<<grid, kAttentionThreads, shared, stream>>>(L);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launchTensorCore(const AttentionLaunch &L, dim3 grid, size_t shared,
+                             cudaStream_t stream) {
+  switch (L.a.headDim) {
+  case 16:
+    return launchTensorCoreFor<T, 16>(L, grid, shared, stream);
+  case 32:
+    return launchTensorCoreFor<T, 32>(L, grid, shared, stream);
+  case 64:
+    return launchTensorCoreFor<T, 64>(L, grid, shared, stream);
+  case 80:
+    return launchTensorCoreFor<T, 80>(L, grid, shared, stream);
+  case 96:
+    return launchTensorCoreFor<T, 96>(L, grid, shared, stream);
+  case 128:
+    return launchTensorCoreFor<T, 128>(L, grid, shared, stream);
+  default:
+    return cudaErrorInvalidValue; // planAttention checks tensorCoreHeadDim
+  }
+}
+
+/// Whether the tensor-core kernel can run `args` on the current device:
+/// q, k, v one 16-bit dtype, 16-byte aligned (its loads), a head_dim it is
+/// built for, and mma.sync for bf16 (sm_80). The device's capability is a
+/// host-side query (no stream work), so this is safe while capturing.
+bool useTensorCore(const AttentionArgs &args) {
+  const Dt dt = args.k.dt;
+  if ((dt != Dt::BF16 && dt != Dt::F16) || args.q.dt != dt || args.v.dt != dt ||
+      !tensorCoreHeadDim(args.headDim) || !aligned16(args.q.data) ||
+      !aligned16(args.k.data) || !aligned16(args.v.data))
+    return false;
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                device) == cudaSuccess &&
+         major >= 8;
 }
 
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
@@ -1209,11 +1295,12 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   }
   if (!attend)
     return cudaSuccess;
+  const bool tensorCore = args.tensorCore && useTensorCore(args);
   auto tiling = [&](int sms) {
     return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
                          args.headDim, args.keyStride,
                          attentionElemBytes(args.k.dt), sms, args.keyTile,
-                         args.blocksPerMultiprocessor);
+                         args.blocksPerMultiprocessor, tensorCore);
   };
   AttentionTiling t = tiling(args.partials ? multiprocessors : 0);
   if (t.splits > 1 && t.workspaceBytes > args.partialsBytes)
@@ -1237,19 +1324,16 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
     return cudaErrorInvalidConfiguration;
   const dim3 grid(unsigned(sets), unsigned(t.splits));
   cudaError_t e = cudaErrorInvalidValue;
-  switch (args.k.dt) {
-  case Dt::F32:
+  if (t.tensorCore)
+    e = args.k.dt == Dt::BF16
+            ? launchTensorCore<__nv_bfloat16>(L, grid, t.sharedBytes, stream)
+            : launchTensorCore<__half>(L, grid, t.sharedBytes, stream);
+  else if (args.k.dt == Dt::F32)
     e = launchAttentionSplit<float>(L, grid, t.sharedBytes, stream);
-    break;
-  case Dt::F16:
+  else if (args.k.dt == Dt::F16)
     e = launchAttentionSplit<__half>(L, grid, t.sharedBytes, stream);
-    break;
-  case Dt::BF16:
+  else if (args.k.dt == Dt::BF16)
     e = launchAttentionSplit<__nv_bfloat16>(L, grid, t.sharedBytes, stream);
-    break;
-  default:
-    break;
-  }
   if (e != cudaSuccess || t.splits == 1)
     return e;
   const int64_t blocks = queries * ((args.headDim + 31) / 32);

@@ -105,14 +105,18 @@ struct AttentionWorkspace {
   /// Keys per tile (at most 32) and blocks per multiprocessor the split
   /// count aims at; 0: the defaults. For benchmarks that sweep them.
   int keyTile = 0, blocksPerMultiprocessor = 0;
+  /// The tensor-core kernel where it applies (16-bit q, k, v of one dtype,
+  /// head_dim 16, 32, 64, 80, 96 or 128, sm_80 or newer); off by default
+  /// until measured on a GPU against the split kernel.
+  bool tensorCore = false;
 };
 /// Bytes of workspace attention over `keyRows` keys (S, or the cache's
 /// maxS) uses on a GPU with `multiprocessors`; 0 when it would not split.
 /// q [B, S, Hq, D].
-size_t attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
-                               int64_t keyRows, int multiprocessors,
-                               int keyTile = 0,
-                               int blocksPerMultiprocessor = 0);
+size_t attentionWorkspaceBytes(const Shape &q, int64_t kvHeads, int64_t keyRows,
+                               int multiprocessors, int keyTile = 0,
+                               int blocksPerMultiprocessor = 0,
+                               bool tensorCore = false);
 
 /// q, o [B, S, Hq, D]; k, v [B, S, Hkv, D]; query head h reads KV head
 /// h / (Hq / Hkv); causal: query i sees keys [0, i].

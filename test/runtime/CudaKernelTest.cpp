@@ -108,11 +108,14 @@ ByteTensor asBytes(const HostTensor &h) {
   return {h.shape, dtypeSize(h.dtype), h.bytes};
 }
 
+/// `rtolScale`: how many times toleranceFor's relative tolerance, for
+/// kernels that round an intermediate to the storage dtype.
 void expectClose(const HostTensor &got, const HostTensor &want,
-                 const std::string &what) {
+                 const std::string &what, float rtolScale = 1.0f) {
   ASSERT_EQ(got.shape, want.shape) << what;
   ASSERT_EQ(got.dtype, want.dtype) << what;
   Tolerance tol = toleranceFor(want.dtype);
+  tol.rtol *= rtolScale;
   std::vector<float> g = got.toFloats(), w = want.toFloats();
   size_t bad = 0;
   double worst = 0;
@@ -195,8 +198,8 @@ public:
     return h;
   }
   void expectCloseTo(const cu::TensorRef &t, const HostTensor &want,
-                     const std::string &what) {
-    expectClose(download(t), want, what);
+                     const std::string &what, float rtolScale = 1.0f) {
+    expectClose(download(t), want, what, rtolScale);
   }
 
   std::vector<cu::DeviceMemory> buffers_;
@@ -606,19 +609,27 @@ namespace {
 /// step is captured once and replayed.
 /// `split`: with a split-KV workspace sized for a 132-multiprocessor GPU
 /// (the partials and their combine inside the captured graph too).
-void runDecode(CudaTest &t, DType dt, bool graph, bool split = false) {
+/// `tensorCore`: ask for the tensor-core kernel (it runs for bf16 and f16;
+/// fp32 runs the split kernel), compared at twice the tolerance (P is
+/// rounded to the value dtype).
+void runDecode(CudaTest &t, DType dt, bool graph, bool split = false,
+               bool tensorCore = false) {
   const int64_t b = 2, hq = 4, hkv = 2, d = 64, maxS = 80, prefill = 9;
   const int steps = 4;
   cu::AttentionWorkspace ws;
+  ws.tensorCore = tensorCore;
   if (split) {
     ws.multiprocessors = 132;
-    ws.bytes = cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132);
+    ws.bytes = cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132, 0, 0,
+                                           tensorCore);
     ASSERT_GT(ws.bytes, 0u) << "decode over 80 keys should split";
     // The prefill (S = 9) may split differently: size for the larger.
-    ws.bytes = std::max(ws.bytes, cu::attentionWorkspaceBytes(
-                                      {b, prefill, hq, d}, hkv, maxS, 132));
+    ws.bytes = std::max(
+        ws.bytes, cu::attentionWorkspaceBytes({b, prefill, hq, d}, hkv, maxS,
+                                              132, 0, 0, tensorCore));
     ws.data = t.rawAlloc(ws.bytes);
   }
+  const float rtolScale = tensorCore ? 2.0f : 1.0f;
   AttentionParams p = attnParams(hq, hkv, d, true);
   uint32_t seed = graph ? 211 : 111;
   HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
@@ -644,7 +655,7 @@ void runDecode(CudaTest &t, DType dt, bool graph, bool split = false) {
         asF(q), asF(k), asF(v), ckc, cvc,
         ITensor{{b}, start}, p);
     ASSERT_TRUE(want);
-    t.expectCloseTo(o, stored(dt, *want), "prefill o");
+    t.expectCloseTo(o, stored(dt, *want), "prefill o", rtolScale);
   }
 
   // Decode: fixed buffers for q, k, v, o and the position.
@@ -683,7 +694,7 @@ void runDecode(CudaTest &t, DType dt, bool graph, bool split = false) {
     auto want = cpu::attentionWithCache(asF(hq_), asF(hk), asF(hv), ckc, cvc,
                                         ITensor{{b}, now}, p);
     ASSERT_TRUE(want) << want.status().message();
-    t.expectCloseTo(o, stored(dt, *want), what);
+    t.expectCloseTo(o, stored(dt, *want), what, rtolScale);
   }
   expectSameBytes(t.download(dkc).bytes, stored(dt, ckc).bytes,
                   "k cache after decode");
@@ -700,6 +711,94 @@ TEST_P(CudaKernels, AttentionDecodeStepsCapturedInGraph) {
 
 TEST_P(CudaKernels, AttentionSplitKvDecodeStepsCapturedInGraph) {
   runDecode(*this, GetParam(), true, /*split=*/true);
+}
+
+TEST_P(CudaKernels, AttentionTensorCoreDecodeStepsCapturedInGraph) {
+  runDecode(*this, GetParam(), true, /*split=*/true, /*tensorCore=*/true);
+}
+
+TEST_P(CudaKernels, AttentionTensorCoreDecodeStepsOneSplit) {
+  runDecode(*this, GetParam(), false, /*split=*/false, /*tensorCore=*/true);
+}
+
+// The tensor-core kernel (AttentionTensorCore.cuh) against the CPU kernel,
+// at twice the split kernel's tolerance (P is rounded to the value dtype
+// before P V): every head_dim it is built for, decode over long caches
+// split across blocks, nearly empty caches, GQA, MHA and MQA, chunked
+// prefill whose rows span several 16-row tiles, sliding windows, prefill
+// without a cache (causal and not), a last key tile that is partial, and
+// shapes it does not take (head_dim 36; fp32), which run the split kernel.
+TEST_P(CudaKernels, AttentionTensorCoreMatchesCpu) {
+  DType dt = GetParam();
+  struct Case {
+    int64_t b, s, hq, hkv, d, maxS; // maxS 0: no cache (k, v of S rows)
+    std::vector<int64_t> pos;
+    bool causal;
+    int64_t window;
+  };
+  uint32_t seed = 1301;
+  for (const Case &c :
+       {Case{2, 1, 32, 8, 128, 4096, {4095, 700}, true, 0}, // Llama-3-8B
+        Case{2, 1, 32, 8, 128, 4096, {0, 63}, true, 0},     // nearly empty
+        Case{1, 1, 4, 4, 64, 300, {299}, true, 0},          // MHA, ragged
+        Case{1, 1, 8, 1, 96, 1000, {998}, true, 0},         // MQA
+        Case{1, 1, 16, 2, 80, 520, {517}, false, 0},        // D = 80
+        Case{1, 40, 8, 2, 64, 2048, {1000}, true, 0},       // chunked
+        Case{2, 3, 16, 2, 128, 1024, {1021, 5}, false, 0},
+        Case{1, 1, 4, 2, 32, 200, {150}, true, 0},
+        Case{1, 5, 4, 2, 16, 64, {20}, true, 0},              // tiny's D
+        Case{2, 1, 32, 8, 128, 4096, {4095, 300}, true, 512}, // windows
+        Case{2, 1, 32, 8, 128, 4096, {4095, 0}, true, 1},
+        Case{2, 40, 32, 8, 128, 4096, {1000, 3}, true, 16},
+        Case{2, 37, 8, 2, 64, 0, {}, true, 0}, // no cache
+        Case{2, 37, 8, 2, 64, 0, {}, false, 0},
+        Case{1, 150, 4, 1, 128, 0, {}, true, 0},
+        Case{2, 37, 8, 2, 64, 0, {}, true, 7},
+        Case{1, 1, 8, 2, 36, 520, {517}, true, 0}}) { // split kernel
+    std::string what = "tensor-core attention b" + std::to_string(c.b) + " s" +
+                       std::to_string(c.s) + " hq" + std::to_string(c.hq) +
+                       " hkv" + std::to_string(c.hkv) + " d" +
+                       std::to_string(c.d) + " maxS" + std::to_string(c.maxS) +
+                       " w" + std::to_string(c.window);
+    const int64_t keyRows = c.maxS ? c.maxS : c.s;
+    cu::AttentionWorkspace ws;
+    ws.tensorCore = true;
+    ws.multiprocessors = 132;
+    ws.bytes = cu::attentionWorkspaceBytes(
+        {c.b, c.s, c.hq, c.d}, c.hkv, keyRows, ws.multiprocessors, 0, 0, true);
+    ws.data = ws.bytes ? rawAlloc(ws.bytes) : nullptr;
+    HostTensor q = randomTensor(dt, {c.b, c.s, c.hq, c.d}, -1, 1, seed++);
+    HostTensor k = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor v = randomTensor(dt, {c.b, c.s, c.hkv, c.d}, -1, 1, seed++);
+    AttentionParams p = attnParams(c.hq, c.hkv, c.d, c.causal);
+    p.slidingWindow = c.window;
+    cu::TensorRef o = alloc(dt, q.shape);
+    if (!c.maxS) {
+      ASSERT_OK(
+          cu::attention(upload(q), upload(k), upload(v), o, p, stream(), ws));
+      auto want = cpu::attention(asF(q), asF(k), asF(v), p);
+      ASSERT_TRUE(want) << want.status().message();
+      expectClose(download(o), stored(dt, *want), what, 2.0f);
+      continue;
+    }
+    HostTensor kc = randomTensor(dt, {c.b, c.maxS, c.hkv, c.d}, -1, 1, seed++);
+    HostTensor vc = randomTensor(dt, {c.b, c.maxS, c.hkv, c.d}, -1, 1, seed++);
+    std::vector<int64_t> pos = c.pos;
+    for (int64_t &x : pos)
+      x = std::min(x, c.maxS - c.s);
+    HostTensor dpos = HostTensor::fromInts(DType::I64, {c.b}, pos);
+    auto flag = cu::DeviceErrorFlag::create();
+    ASSERT_TRUE(flag) << flag.status().message();
+    ASSERT_OK(cu::attentionWithCache(upload(q), upload(k), upload(v),
+                                     upload(kc), upload(vc), upload(dpos), o, p,
+                                     flag->get(), stream(), ws));
+    ASSERT_OK(flag->check(stream()));
+    FTensor ckc = asF(kc), cvc = asF(vc);
+    auto want =
+        cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc, asI(dpos), p);
+    ASSERT_TRUE(want) << want.status().message();
+    expectClose(download(o), stored(dt, *want), what, 2.0f);
+  }
 }
 
 // Split-KV attention (flash-decoding) against the CPU kernel: long caches
@@ -1290,6 +1389,53 @@ TEST(CudaKernelChecks, AttentionTilingSplitsDecodeNotPrefill) {
   EXPECT_FALSE(planAttention(1, 1, 8, 8, 4097, 64, 2, 132).fits);
   EXPECT_FALSE(planAttention(1, 1, 6, 4, 64, 64, 2, 132).fits) << "Hq % Hkv";
   EXPECT_FALSE(planAttention(1, 1, 8, 8, 64, 64, 8, 132).fits) << "i64 cache";
+}
+
+// The tensor-core kernel's tiling: 16 rows, ranges of whole 4-warp tile
+// rounds, every key in one range, ~2 blocks per multiprocessor for a
+// Llama-3-8B decode step; shapes it is not built for get the split
+// kernel's tiling, and the workspace covers both.
+TEST(CudaKernelChecks, AttentionTensorCoreTiling) {
+  using cu::detail::planAttention;
+  auto decode = planAttention(1, 1, 32, 8, 128, 4096, 2, 132, 0, 0, true);
+  ASSERT_TRUE(decode.fits);
+  EXPECT_TRUE(decode.tensorCore);
+  EXPECT_EQ(decode.rowTile, 16);
+  EXPECT_EQ(decode.keyTile, 16);
+  EXPECT_EQ(decode.keysPerSplit % 64, 0);
+  EXPECT_GE(decode.splits * decode.keysPerSplit, 4096);
+  EXPECT_LT((decode.splits - 1) * decode.keysPerSplit, 4096);
+  EXPECT_GE(int64_t(decode.splits) * 8, 132)
+      << "every multiprocessor should get a block";
+  EXPECT_EQ(decode.sharedBytes, size_t(64) << 10)
+      << "4 warps x 2 stages x (16 keys + 16 values) x 256 bytes";
+  EXPECT_EQ(decode.workspaceBytes,
+            size_t(32) * size_t(decode.splits) * (128 + 2) * sizeof(float));
+
+  for (int64_t d : {16, 32, 64, 80, 96, 128})
+    EXPECT_TRUE(
+        planAttention(1, 1, 8, 2, d, 512, 2, 132, 0, 0, true).tensorCore)
+        << "head_dim " << d;
+  for (int64_t d : {8, 36, 48, 112, 256})
+    EXPECT_FALSE(
+        planAttention(1, 1, 8, 2, d, 512, 2, 132, 0, 0, true).tensorCore)
+        << "head_dim " << d;
+  auto f32 = planAttention(1, 1, 32, 8, 128, 4096, 4, 132, 0, 0, true);
+  EXPECT_TRUE(f32.fits);
+  EXPECT_FALSE(f32.tensorCore) << "fp32 caches run the split kernel";
+  EXPECT_FALSE(planAttention(1, 1, 32, 8, 128, 4096, 2, 132).tensorCore)
+      << "not asked for";
+
+  auto prefill = planAttention(1, 4096, 32, 8, 128, 4096, 2, 132, 0, 0, true);
+  EXPECT_TRUE(prefill.tensorCore);
+  EXPECT_EQ(prefill.splits, 1) << "8192 row tiles fill the GPU";
+
+  const size_t split =
+      cu::attentionWorkspaceBytes({1, 1, 32, 128}, 8, 4096, 132);
+  const size_t both =
+      cu::attentionWorkspaceBytes({1, 1, 32, 128}, 8, 4096, 132, 0, 0, true);
+  EXPECT_GE(both, split);
+  EXPECT_GE(both, decode.workspaceBytes);
 }
 
 // More keys than the split kernel counts exactly is a clear error before
