@@ -851,41 +851,63 @@ Status CudaRank::enqueue(Function &fn) {
     BRAID_CUDA_CHECK(
         cudaStreamWaitEvent(streams_[size_t(s)].get(), fn.fork.get(), 0));
   DeviceComm *group = nullptr; // an open point-to-point group
-  int groupEnd = -1;
+  int groupFirst = -1, groupEnd = -1;
   std::vector<int> groupHandleEvents; // of its members, recorded at its end
   if (f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       const plan::Op &op = *f.ops()->Get(i);
       const StreamPlan::OpSync &sync = sp.ops[i];
       cudaStream_t stream = streams_[size_t(op.stream())].get();
+      // Every failure from here to the group's end goes through `st`, so an
+      // open group is always closed.
+      Status st = Status::ok();
+      auto check = [&st](Status s) {
+        if (st && !s)
+          st = std::move(s);
+      };
       // Enqueued in plan order, so each wait sees the event's latest
       // record earlier in plan order, as the plan means.
       for (int e : sync.waitEvents)
-        BRAID_CUDA_CHECK(
-            cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0));
+        check(BRAID_CUDA_STATUS(
+            cudaStreamWaitEvent(stream, fn.events[size_t(e)].get(), 0)));
       // A Wait on another stream than its start: wait for the collective
       // (before any event this Wait records, which must cover it).
       if (sync.waitHandleEvent >= 0)
-        BRAID_CUDA_CHECK(cudaStreamWaitEvent(
-            stream, fn.handleEvents[size_t(sync.waitHandleEvent)].get(), 0));
-      if (options_.profile)
-        BRAID_CUDA_CHECK(cudaEventRecord(fn.opBegin[i].get(), stream));
-      // Adjacent sends and receives progress together (P2PGroups.h).
-      if (fn.p2pGroupEnds[i] >= 0 && sync.comm >= 0) {
-        group = comms_[size_t(sync.comm)].get();
-        groupEnd = fn.p2pGroupEnds[i];
-        BRAID_RETURN_IF_ERROR(group->groupStart());
+        check(BRAID_CUDA_STATUS(cudaStreamWaitEvent(
+            stream, fn.handleEvents[size_t(sync.waitHandleEvent)].get(), 0)));
+      // Adjacent sends and receives progress together (P2PGroups.h). NCCL
+      // issues a group's members at its ncclGroupEnd, so with profiling
+      // each member is timed as the whole group: every member's begin event
+      // before the group starts, every end event after it ends.
+      const bool opensGroup =
+          !group && fn.p2pGroupEnds[i] >= 0 && sync.comm >= 0;
+      if (options_.profile && !group)
+        for (int j = int(i); j < (opensGroup ? fn.p2pGroupEnds[i] : int(i) + 1);
+             ++j)
+          check(BRAID_CUDA_STATUS(
+              cudaEventRecord(fn.opBegin[size_t(j)].get(), stream)));
+      if (st && opensGroup) {
+        st = comms_[size_t(sync.comm)]->groupStart();
+        if (st) {
+          group = comms_[size_t(sync.comm)].get();
+          groupFirst = int(i);
+          groupEnd = fn.p2pGroupEnds[i];
+        }
       }
-      Status st = runOp(fn, int(i), stream);
+      if (st)
+        st = runOp(fn, int(i), stream);
       // The group is closed even when a member failed.
+      const int first = group ? groupFirst : int(i);
       if (group && (int(i) + 1 == groupEnd || !st)) {
         Status closed = group->groupEnd();
         group = nullptr;
         if (st)
           st = closed;
       }
-      if (options_.profile && st)
-        BRAID_CUDA_CHECK(cudaEventRecord(fn.opEnd[i].get(), stream));
+      if (options_.profile && st && !group)
+        for (int j = first; j <= int(i); ++j)
+          check(BRAID_CUDA_STATUS(
+              cudaEventRecord(fn.opEnd[size_t(j)].get(), stream)));
       if (!st) {
         const char *name = opcodeName(op.opcode());
         return errorf("function '", f.name()->str(), "' op ", i, " (",
