@@ -161,6 +161,10 @@ constexpr int64_t kMaxAttentionHeadDim = 4096;
 /// device is sm_80 or newer.
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
                             cudaStream_t stream);
+/// Whether launchAttention runs `args` on tensor cores when asked
+/// (args.tensorCore is not read): the conditions above, and the kernel's
+/// binary for the current device is sm_80 or newer.
+bool tensorCoreAttentionApplies(const AttentionArgs &args);
 
 /// A strided copy as the kernel runs it: dst[idx] = src[idx] over `sizes`
 /// (outermost dim first), strides in `unitBytes` units (1, 2, 4, 8 or 16;

@@ -325,6 +325,18 @@ size_t cuda::attentionWorkspaceBytes(const Shape &q, int64_t kvHeads,
   return most;
 }
 
+bool cuda::attentionUsesTensorCores(const TensorRef &q, const TensorRef &k,
+                                    const TensorRef &v) {
+  if (q.shape.size() != 4)
+    return false;
+  detail::AttentionArgs a{};
+  a.q = in(q);
+  a.k = in(k);
+  a.v = in(v);
+  a.headDim = q.shape[3];
+  return detail::tensorCoreAttentionApplies(a);
+}
+
 namespace {
 /// Hands `ws` to the launch; launchAttention splits only when the tiling's
 /// workspace fits in it.

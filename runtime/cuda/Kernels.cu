@@ -40,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -1254,21 +1255,34 @@ cudaError_t launchTensorCore(const AttentionLaunch &L, dim3 grid, size_t shared,
   }
 }
 
-/// Whether the tensor-core kernel can run `args` on the current device:
-/// q, k, v one 16-bit dtype, 16-byte aligned (its loads), a head_dim it is
-/// built for, and mma.sync for bf16 (sm_80). The device's capability is a
-/// host-side query (no stream work), so this is safe while capturing.
-bool useTensorCore(const AttentionArgs &args) {
-  const Dt dt = args.k.dt;
-  if ((dt != Dt::BF16 && dt != Dt::F16) || args.q.dt != dt || args.v.dt != dt ||
-      !tensorCoreHeadDim(args.headDim) || !aligned16(args.q.data) ||
-      !aligned16(args.k.data) || !aligned16(args.v.data))
+/// Whether the binary of the tensor-core kernel loaded for the current
+/// device is sm_80 or newer (mma.sync for bf16; below, the kernel traps).
+/// Host-side queries only (no stream work), so safe while capturing; the
+/// answer is kept per device.
+static bool tensorCoreBinary() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0)
     return false;
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                device) == cudaSuccess &&
-         major >= 8;
+  if (device < kDevices && known[device].load() != 0)
+    return known[device].load() > 0;
+  cudaFuncAttributes attr{};
+  const bool ok =
+      cudaFuncGetAttributes(&attr, attentionTensorCoreKernel<__half, 16>) ==
+          cudaSuccess &&
+      attr.binaryVersion >= 80;
+  if (device < kDevices)
+    known[device].store(ok ? 1 : -1);
+  return ok;
+}
+
+bool tensorCoreAttentionApplies(const AttentionArgs &args) {
+  const Dt dt = args.k.dt;
+  return (dt == Dt::BF16 || dt == Dt::F16) && args.q.dt == dt &&
+         args.v.dt == dt && tensorCoreHeadDim(args.headDim) &&
+         aligned16(args.q.data) && aligned16(args.k.data) &&
+         aligned16(args.v.data) && tensorCoreBinary();
 }
 
 cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
@@ -1295,7 +1309,7 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   }
   if (!attend)
     return cudaSuccess;
-  const bool tensorCore = args.tensorCore && useTensorCore(args);
+  const bool tensorCore = args.tensorCore && tensorCoreAttentionApplies(args);
   auto tiling = [&](int sms) {
     return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
                          args.headDim, args.keyStride,

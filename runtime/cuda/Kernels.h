@@ -118,6 +118,15 @@ size_t attentionWorkspaceBytes(const Shape &q, int64_t kvHeads, int64_t keyRows,
                                int blocksPerMultiprocessor = 0,
                                bool tensorCore = false);
 
+/// Whether attention (with or without a cache) with a workspace asking for
+/// tensor cores runs them for these q and k/v (or k/v caches), on the
+/// current device: bf16 or f16 alike, 16-byte aligned, head_dim 16, 32,
+/// 64, 80, 96 or 128, and the kernel built for sm_80 or newer. Otherwise
+/// the split kernel runs. Tests check it so a fallback cannot pass for the
+/// tensor-core kernel.
+bool attentionUsesTensorCores(const TensorRef &q, const TensorRef &k,
+                              const TensorRef &v);
+
 /// q, o [B, S, Hq, D]; k, v [B, S, Hkv, D]; query head h reads KV head
 /// h / (Hq / Hkv); causal: query i sees keys [0, i].
 Status attention(const TensorRef &q, const TensorRef &k, const TensorRef &v,
