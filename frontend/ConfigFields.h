@@ -63,6 +63,17 @@ public:
       return checkBound(key, def, max);
     return positiveInt(key, max);
   }
+  /// A count that may be 0 (at most `max`), `def` when absent or null.
+  Expected<int64_t> countOr(StringRef key, int64_t def, int64_t max) const {
+    if (!has(key))
+      return checkBound(key, def, max);
+    return positiveInt(key, max, /*allowZero=*/true);
+  }
+  /// Whether `key` is in the object at all (null included); counts as read.
+  bool present(StringRef key) const {
+    read.insert(key);
+    return obj.get(key) != nullptr;
+  }
   /// `value` of field `key` (or, with `derived`, a value computed from
   /// other fields, named by `key`) is at most `max`.
   Expected<int64_t> checkBound(StringRef key, int64_t value, int64_t max,
@@ -80,6 +91,14 @@ public:
   }
   Expected<double> numberOr(StringRef key, double def) const {
     if (!has(key))
+      return def;
+    return positiveNumber(key);
+  }
+  /// As numberOr, but 0 also gives `def` (transformers' `get(key) or def`).
+  Expected<double> numberOrIfZero(StringRef key, double def) const {
+    if (!has(key))
+      return def;
+    if (std::optional<double> d = obj.get(key)->getAsNumber(); d && *d == 0.0)
       return def;
     return positiveNumber(key);
   }
@@ -146,7 +165,8 @@ public:
   StringRef sourceName() const { return source; }
 
 private:
-  Expected<int64_t> positiveInt(StringRef key, int64_t max) const {
+  Expected<int64_t> positiveInt(StringRef key, int64_t max,
+                                bool allowZero = false) const {
     const llvm::json::Value *v = obj.get(key);
     // llvm::json converts a double of 2^63 to int64 (undefined behaviour):
     // refuse numbers that far out before asking for an integer.
@@ -164,8 +184,9 @@ private:
     }
     if (!i)
       return error("field '" + name(key) + "' must be an integer");
-    if (*i <= 0)
-      return error("field '" + name(key) + "' must be positive, got " +
+    if (*i < 0 || (*i == 0 && !allowZero))
+      return error("field '" + name(key) + "' must be " +
+                   (allowZero ? "non-negative" : "positive") + ", got " +
                    llvm::Twine(*i));
     return checkBound(key, *i, max);
   }

@@ -78,15 +78,25 @@ static llvm::Error requireFalse(const Fields &f, StringRef key,
   return llvm::Error::success();
 }
 
+// transformers' class defaults for fields a config may leave out, where
+// they differ from what the other fields imply.
+constexpr int64_t kTransformersSlidingWindow = 4096; // mistral, qwen2/3
+constexpr int64_t kTransformersMaxWindowLayers = 28; // qwen2, qwen3
+constexpr int64_t kTransformersQwen3HeadDim = 128;
+
 /// The sliding window of each layer (0: full attention) of a mistral, qwen2
 /// or qwen3 config, as their transformers models decide it.
 static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
   c.layerWindow.assign(size_t(c.numLayers), 0);
   if (c.modelType == "llama")
     return llvm::Error::success(); // LlamaConfig has no sliding window
+  // Absent, transformers' class default (4096 for mistral, qwen2, qwen3);
+  // null: no window.
   int64_t window = 0;
   if (f.has("sliding_window"))
     BRAID_ASSIGN(window, f.integer("sliding_window", limits::kMaxPositions));
+  else if (!f.present("sliding_window"))
+    window = kTransformersSlidingWindow;
   if (c.modelType == "mistral") {
     // Mistral: one window for every layer when set (null: none).
     std::fill(c.layerWindow.begin(), c.layerWindow.end(), window);
@@ -98,10 +108,11 @@ static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(use, f.booleanOr("use_sliding_window", false));
   if (!use)
     window = 0;
-  int64_t maxWindowLayers = c.numLayers;
-  if (f.has("max_window_layers"))
-    BRAID_ASSIGN(maxWindowLayers,
-                 f.integer("max_window_layers", limits::kMaxLayers));
+  // Absent: transformers' default, 28; 0: every layer slides.
+  int64_t maxWindowLayers;
+  BRAID_ASSIGN(maxWindowLayers,
+               f.countOr("max_window_layers", kTransformersMaxWindowLayers,
+                         limits::kMaxLayers));
   std::vector<std::string> types;
   BRAID_ASSIGN(types, f.stringsOr("layer_types"));
   if (types.empty()) {
@@ -137,9 +148,20 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
   BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
   BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
   c.numKvHeads = c.numHeads;
-  if (groupedKv)
-    BRAID_ASSIGN(c.numKvHeads, f.integerOr("num_key_value_heads", c.numHeads,
-                                           limits::kMaxHeads));
+  if (groupedKv) {
+    // Absent, transformers' class default: 32 for qwen2 and qwen3, 8 for
+    // mistral, the head count for llama; null: the head count.
+    int64_t absent = c.numHeads;
+    if (c.modelType == "qwen2" || c.modelType == "qwen3")
+      absent = 32;
+    else if (c.modelType == "mistral")
+      absent = 8;
+    BRAID_ASSIGN(
+        c.numKvHeads,
+        f.integerOr("num_key_value_heads",
+                    f.present("num_key_value_heads") ? c.numHeads : absent,
+                    limits::kMaxHeads));
+  }
   BRAID_ASSIGN(c.intermediateSize,
                f.integer("intermediate_size", limits::kMaxIntermediateSize));
   BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
@@ -192,9 +214,21 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   if (c.numHeads % c.numKvHeads != 0)
     return f.error("num_attention_heads " + llvm::Twine(c.numHeads) +
                    " is not divisible by num_key_value_heads " +
-                   llvm::Twine(c.numKvHeads));
+                   llvm::Twine(c.numKvHeads) +
+                   (f.present("num_key_value_heads")
+                        ? ""
+                        : " (transformers' default for model_type '" +
+                              c.modelType + "' when the field is absent)"));
   if (f.has("head_dim")) {
     BRAID_ASSIGN(c.headDim, f.integer("head_dim", limits::kMaxHeadDim));
+  } else if (c.modelType == "qwen3") {
+    // Qwen3Config's head_dim defaults to 128, not hidden / heads; a null
+    // one transformers cannot build the model with.
+    if (f.present("head_dim"))
+      return f.error("field 'head_dim' is null; Qwen3 needs a head_dim "
+                     "(transformers' default, 128, applies only when the "
+                     "field is absent)");
+    c.headDim = kTransformersQwen3HeadDim;
   } else if (llvm::Error e =
                  headDimFromHidden(f, c, " (and no 'head_dim' given)")) {
     return e;
@@ -294,6 +328,7 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   // rotary_pct; transformers 5 keeps them as defaults (0.25 of each head).
   RopeDefaults defaults;
   defaults.allowPartial = true;
+  defaults.topLevelParams = false;
   BRAID_ASSIGN(defaults.theta, f.numberOr("rotary_emb_base", 10000.0));
   BRAID_ASSIGN(defaults.partialRotaryFactor, f.numberOr("rotary_pct", 0.25));
   BRAID_ASSIGN(c.rope, readRope(f, c.headDim, c.maxPositions, defaults));

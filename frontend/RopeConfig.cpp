@@ -98,10 +98,16 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   if (params && scaling)
     return top.error("fields 'rope_parameters' (transformers 5) and "
                      "'rope_scaling' (transformers 4) are both set; keep one");
-  double topTheta, topPartial, topOriginalMax = double(maxPositions);
-  BRAID_ASSIGN(topTheta, top.numberOr("rope_theta", defaults.theta));
-  BRAID_ASSIGN(topPartial, top.numberOr("partial_rotary_factor",
-                                        defaults.partialRotaryFactor));
+  double topTheta = defaults.theta, topOriginalMax = double(maxPositions);
+  double topPartial = defaults.partialRotaryFactor;
+  if (defaults.topLevelParams) {
+    BRAID_ASSIGN(topTheta, top.numberOr("rope_theta", defaults.theta));
+    BRAID_ASSIGN(topPartial, top.numberOr("partial_rotary_factor",
+                                          defaults.partialRotaryFactor));
+  } else {
+    top.markRead("rope_theta");
+    top.markRead("partial_rotary_factor");
+  }
   // Phi-3 style: the pretraining length next to the RoPE object wins.
   bool topHasOriginal = top.has("original_max_position_embeddings");
   if (topHasOriginal)
@@ -165,8 +171,11 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   const int64_t dim = r.rotaryDim ? r.rotaryDim : headDim;
 
   auto originalMax = [&]() -> Expected<double> {
-    if (topHasOriginal)
+    if (topHasOriginal) {
+      // transformers: the top-level value wins over the object's own.
+      rf.markRead("original_max_position_embeddings");
       return topOriginalMax;
+    }
     auto v = rf.integerOr("original_max_position_embeddings", maxPositions,
                           limits::kMaxPositions);
     if (!v)
@@ -209,11 +218,12 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     if (rf.has("factor"))
       BRAID_ASSIGN(factor, rf.number("factor"));
     double betaFast, betaSlow, mscale, mscaleAllDim;
-    // transformers reads `get("beta_fast") or 32`: 0 also means the default.
-    BRAID_ASSIGN(betaFast, rf.numberOr("beta_fast", 32));
-    BRAID_ASSIGN(betaSlow, rf.numberOr("beta_slow", 1));
-    BRAID_ASSIGN(mscale, rf.numberOr("mscale", 0));
-    BRAID_ASSIGN(mscaleAllDim, rf.numberOr("mscale_all_dim", 0));
+    // transformers reads `get("beta_fast") or 32`: 0 also means the
+    // default; mscale and mscale_all_dim count only when both are non-zero.
+    BRAID_ASSIGN(betaFast, rf.numberOrIfZero("beta_fast", 32));
+    BRAID_ASSIGN(betaSlow, rf.numberOrIfZero("beta_slow", 1));
+    BRAID_ASSIGN(mscale, rf.numberOrIfZero("mscale", 0));
+    BRAID_ASSIGN(mscaleAllDim, rf.numberOrIfZero("mscale_all_dim", 0));
     bool truncate;
     BRAID_ASSIGN(truncate, rf.booleanOr("truncate", true));
     if (rf.has("attention_factor"))

@@ -25,6 +25,10 @@ struct RopeDefaults {
   double theta = 10000.0;
   double partialRotaryFactor = 1.0;
   bool allowPartial = false; // else a factor other than 1 is refused
+  /// Whether top-level rope_theta and partial_rotary_factor count (GPT-NeoX:
+  /// transformers ignores them, reading rotary_emb_base / rotary_pct or the
+  /// RoPE object, so they are read as known and left out).
+  bool topLevelParams = true;
 };
 llvm::Expected<RopeConfig> readRope(const Fields &top, int64_t headDim,
                                     int64_t maxPositions,
