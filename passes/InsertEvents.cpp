@@ -56,11 +56,13 @@ struct BraidInsertEventsPass
       for (const sched::Conflict &c : conflicts) {
         if (!c.repairable)
           return s->ops[i]->emitOpError("cannot be ordered with '")
-                     << s->ops[size_t(c.first)]->getName()
-                     << "' by an event: "
+                     << s->ops[size_t(c.first)]->getName() << "' by an event: "
                      << (c.kind == sched::Conflict::Race
                              ? "it touches the bytes of a collective that "
                                "is still in flight"
+                         : c.kind == sched::Conflict::Overlap
+                             ? "its results overlap its own operands or "
+                               "each other"
                              : "a collective of another communicator is "
                                "still in flight")
                      << "; the schedule must move its wait",

@@ -58,6 +58,15 @@ struct BraidVerifySchedulePass
     Operation *first = s.ops[size_t(c.first)];
     Operation *second = s.ops[size_t(c.second)];
     auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
+    if (c.kind == sched::Conflict::Overlap) {
+      second->emitOpError()
+          << "writes bytes [" << c.access.begin << ", " << c.access.end
+          << ") of " << s.describeSpace(c.access.space)
+          << " that it also reads or writes through another operand or "
+             "result; ops do not run in place (only attention updates its "
+             "KV caches in place, at exactly their bytes)";
+      return;
+    }
     InFlightDiagnostic d = second->emitOpError();
     d << "on stream " << streamOf(c.second)
       << (c.kind == sched::Conflict::Clobber ? " reads a value clobbered by '"

@@ -1209,8 +1209,29 @@ static bool isPlacedView(const braid::plan::Function &f,
              x->buffer_offset() + *start * int64_t(dtypeSize(x->dtype()));
 }
 
-/// must order every pair of accesses to the same bytes (one a write) and
-/// every two collectives of different communicators. Runs on a plan that
+/// Whether operand `k` of an op may occupy exactly the bytes of one of its
+/// results: attention with a cache updates its k and v caches (operands 3
+/// and 4) in place, and elementwise ops read element e before they write
+/// it (on the GPU, the same thread). Nothing else runs in place.
+bool computesInPlace(OpCode code, unsigned k) {
+  switch (code) {
+  case OpCode::Attention:
+    return k == 3 || k == 4;
+  case OpCode::Add:
+  case OpCode::Mul:
+  case OpCode::Silu:
+  case OpCode::Gelu:
+  case OpCode::Swiglu:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// The schedule of `f` is safe: its streams, events and waits must order
+/// every pair of accesses to the same bytes (one a write) and every two
+/// collectives of different communicators, and no op's accesses may
+/// overlap unless it computes in place. Runs on a plan that
 /// passed the semantic checks, so every index is in range.
 Status checkFunctionSchedule(const braid::plan::Function &f) {
   namespace sched = braid::sched;
@@ -1245,8 +1266,10 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     const braid::plan::Tensor *x = f.tensors()->Get(unsigned(t));
     Shape shape = x->shape() ? Shape(x->shape()->begin(), x->shape()->end())
                              : Shape{};
-    int64_t bytes = std::max<int64_t>(
-        numElements(shape) * int64_t(dtypeSize(x->dtype())), 1);
+    // An empty tensor has no bytes to race on or overlap.
+    int64_t bytes = numElements(shape) * int64_t(dtypeSize(x->dtype()));
+    if (bytes == 0)
+      return std::nullopt;
     switch (x->kind()) {
     case TensorKind::Parameter:
     case TensorKind::PackedParameter:
@@ -1274,9 +1297,11 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (op->opcode() == OpCode::Wait)
       so.after.push_back(startOf[size_t(op->handle())]);
     if (op->operands())
-      for (int t : *op->operands())
-        if (auto a = location(t, false))
+      for (unsigned k = 0; k < op->operands()->size(); ++k)
+        if (auto a = location(op->operands()->Get(k), false)) {
+          a->inPlace = computesInPlace(op->opcode(), k);
           acc.accesses.push_back(*a);
+        }
     if (op->results() && !view[i])
       for (int t : *op->results())
         if (auto a = location(t, true))
@@ -1292,7 +1317,9 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
       for (int e : *op->record_events())
         lastRecorder[size_t(e)] = int(i);
   }
-  // The runtime joins every stream, reads the outputs and copies state back.
+  // The runtime joins every stream, reads the outputs and copies state back
+  // (through scratch: its accesses may overlap).
+  accesses[n].overlapsItself = true;
   for (int last : lastOfStream)
     if (last >= 0)
       ops[n].after.push_back(last);
@@ -1323,6 +1350,16 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     return "op " + std::to_string(i) + " (" + opcodeName(op->opcode()) +
            ", stream " + std::to_string(op->stream()) + ")";
   };
+  if (c.kind == sched::Conflict::Overlap)
+    return errorf("function '", f.name()->str(), "': ", name(c.first),
+                  " writes bytes [", c.access.begin, ", ", c.access.end,
+                  ") of ",
+                  c.access.space == 0
+                      ? std::string("the arena")
+                      : "state slot " + std::to_string(c.access.space - 1),
+                  " that it also reads or writes through another operand or "
+                  "result; ops do not run in place (only attention updates "
+                  "its KV caches in place, at exactly their bytes)");
   if (c.kind == sched::Conflict::Clobber)
     return errorf("function '", f.name()->str(), "': ", name(c.first),
                   " overwrites bytes [", c.access.begin, ", ", c.access.end,

@@ -150,7 +150,22 @@ void ScheduleChecker::conflicts(std::vector<Conflict> &out) const {
     c.repairable = repairable;
     out.push_back(c);
   };
-  for (const Access &acc : impl_->accesses[size_t(i)].accesses)
+  const OpAccesses &own = impl_->accesses[size_t(i)];
+  if (!own.overlapsItself)
+    for (size_t a = 0; a < own.accesses.size(); ++a)
+      for (size_t b = 0; b < own.accesses.size(); ++b) {
+        const Access &w = own.accesses[a], &o = own.accesses[b];
+        if (a == b || !w.write || w.space != o.space || w.end <= o.begin ||
+            o.end <= w.begin || (o.write && b < a))
+          continue;
+        if (!o.write && o.inPlace && o.begin == w.begin && o.end == w.end)
+          continue;
+        Access both = w;
+        both.begin = std::max(w.begin, o.begin);
+        both.end = std::min(w.end, o.end);
+        report(Conflict::Overlap, i, both, 0, /*repairable=*/false);
+      }
+  for (const Access &acc : own.accesses)
     impl_->forSegments(acc, [&](Impl::Segment &seg) {
       for (auto [start, writes] : seg.inFlight)
         if (start != i && (writes || acc.write))

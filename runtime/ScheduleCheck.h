@@ -91,6 +91,10 @@ struct Access {
   /// too early). kAnyWriter: no expectation.
   int expectWriter = kAnyWriter;
   static constexpr int kAnyWriter = -2;
+  /// A read whose bytes a write of the same op may occupy exactly: the op
+  /// computes that operand in place (attention's KV caches). Any other
+  /// overlap between an op's own accesses is a conflict.
+  bool inPlace = false;
 };
 
 struct OpAccesses {
@@ -98,6 +102,9 @@ struct OpAccesses {
   /// For an async collective's start: the op (its wait) until which these
   /// accesses are in flight; -1 for ops that finish when they complete.
   int inFlightUntil = -1;
+  /// Its accesses may overlap each other: the function's end, whose state
+  /// copy-back goes through scratch as one simultaneous assignment.
+  bool overlapsItself = false;
 };
 
 /// A collective, for the hang rule.
@@ -110,8 +117,10 @@ struct CollectiveUse {
 struct Conflict {
   /// Race: unordered accesses. Hang: unordered collectives of two
   /// communicators. Clobber: `first` overwrote bytes of a value `second`
-  /// still reads (ordered, but the wrong value).
-  enum Kind { Race, Hang, Clobber } kind = Race;
+  /// still reads (ordered, but the wrong value). Overlap: one op (`first` =
+  /// `second`) writes bytes it also reads or writes through another operand
+  /// or result (kernels, cuBLASLt and NCCL assume they do not overlap).
+  enum Kind { Race, Hang, Clobber, Overlap } kind = Race;
   int first = 0, second = 0; // op indices, first < second in list order
   Access access;             // Race: the bytes of `second` that conflict
   int64_t group = 0;         // Hang: the second collective's group

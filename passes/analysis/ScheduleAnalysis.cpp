@@ -44,7 +44,10 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     if (!isa<RankedTensorType>(v.getType()) || v.getDefiningOp<ParameterOp>() ||
         v.getDefiningOp<ParameterPackOp>())
       return std::nullopt; // parameters are read-only
-    int64_t bytes = std::max<int64_t>(tensorBytes(v.getType()), 1);
+    // An empty tensor has no bytes to race on or overlap.
+    int64_t bytes = tensorBytes(v.getType());
+    if (bytes == 0)
+      return std::nullopt;
     if (memory) {
       auto it = memory->offsets.find(v);
       if (it != memory->offsets.end())
@@ -120,11 +123,12 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       lastOfStream.resize(size_t(so.stream) + 1, -1);
     lastOfStream[size_t(so.stream)] = int(i);
 
-    auto read = [&](Value v) {
+    auto read = [&](Value v, bool inPlace = false) {
       if (auto a = location(v)) {
         // The read must see its producer's write (entry values: none).
         Operation *def = owner(v).getDefiningOp();
         a->expectWriter = def ? s.index.lookup_or(def, -1) : -1;
+        a->inPlace = inPlace;
         acc.accesses.push_back(*a);
       }
     };
@@ -138,8 +142,16 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     };
     if (isa<WaitOp, EventRecordOp, EventWaitOp>(op))
       continue; // no bytes of their own (a wait completes its start's)
-    for (Value v : op->getOperands())
-      read(v);
+    // Operands an op may overwrite exactly (as the plan loader's
+    // computesInPlace): attention's KV caches, elementwise ops' operands.
+    auto attention = dyn_cast<AttentionOp>(op);
+    bool elementwise = isa<AddOp, MulOp, SiluOp, GeluOp, SwigluOp>(op);
+    for (OpOperand &use : op->getOpOperands())
+      read(use.get(), elementwise || (attention && attention.hasCache() &&
+                                      (use.getOperandNumber() == 3 ||
+                                       use.getOperandNumber() == 4)));
+    if (terminator)
+      acc.overlapsItself = true; // the state copy-back goes through scratch
     if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
       sched::CollectiveUse use;
       use.begin = use.end = int(i);

@@ -137,13 +137,15 @@ func.func @view_on_another_stream(%x: tensor<64xf32> {braid.input = "x", braid.b
 // -----
 
 // The same reshape placed 4 bytes before its operand is a copy: it writes
-// bytes stream 1 is reading.
+// bytes stream 1 is reading, and bytes of its own operand (a copy between
+// overlapping ranges, which cudaMemcpyAsync leaves undefined).
 func.func @copy_on_another_stream(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}, tensor<8x8xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
   %a = braid.silu %x {braid.stream = 0 : i64, braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
   %e = braid.event_record {braid.stream = 0 : i64}
   braid.event_wait %e {braid.stream = 1 : i64}
   // expected-note@+1 {{the other op of the unordered pair}}
   %y = braid.gelu none %a {braid.stream = 1 : i64, braid.buffers = array<i64: 512, 256>} : tensor<64xf32>
+  // expected-error@+2 {{'braid.reshape' op writes bytes [256, 508) of the arena that it also reads or writes through another operand or result}}
   // expected-error@+1 {{'braid.reshape' op on stream 0 is not ordered with 'braid.gelu' on stream 1}}
   %v = braid.reshape %a {braid.stream = 0 : i64, braid.buffers = array<i64: 252, 256>} : tensor<64xf32> -> tensor<8x8xf32>
   %z = braid.silu %v {braid.stream = 0 : i64, braid.buffers = array<i64: 768, 256>} : tensor<8x8xf32>
@@ -160,4 +162,28 @@ func.func @f(%x: tensor<1x4x8xf32> {braid.input = "x"}) -> tensor<1x4x8xf32> {
 // expected-error @+1 {{braid-verify-schedule: @f.sp is a variant of @f that braid-decompose has not chosen between}}
 func.func private @f.sp(%x: tensor<1x4x8xf32> {braid.input = "x"}) -> tensor<1x4x8xf32> attributes {braid.variant_of = "f"} {
   return %x : tensor<1x4x8xf32>
+}
+
+// -----
+
+// One op's accesses must not overlap each other (the kernels, cuBLASLt and
+// NCCL assume they do not; the interpreter, computing out of place, would
+// not notice): two results of one add_rms_norm sharing bytes, a concat
+// over its own operand, a matmul over its input (exactly), an add over half
+// its operand. Elementwise ops and attention's KV caches run in place, at
+// exactly their operand's bytes: the silu gets no diagnostic.
+func.func @self_overlap(%x: tensor<4x8xf32> {braid.input = "x", braid.buffer = array<i64: 0, 128>}, %w: tensor<8xf32> {braid.input = "w", braid.buffer = array<i64: 128, 32>}, %m: tensor<8x8xf32> {braid.input = "m", braid.buffer = array<i64: 1024, 256>}) -> (tensor<4x8xf32> {braid.output = "s"}, tensor<4x8xf32> {braid.output = "y"}, tensor<8x8xf32> {braid.output = "c"}, tensor<4x8xf32> {braid.output = "p"}, tensor<4x8xf32> {braid.output = "q"}) attributes {braid.arena_size = 2048 : i64} {
+  %a = braid.silu %x {braid.buffers = array<i64: 256, 128>} : tensor<4x8xf32>
+  // expected-error@+1 {{'braid.add_rms_norm' op writes bytes [448, 512) of the arena that it also reads or writes through another operand or result}}
+  %s, %y = braid.add_rms_norm %a, %x, %w {epsilon = 1.0e-05 : f64, braid.buffers = array<i64: 384, 128, 448, 128>} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  %b = braid.silu %a {braid.buffers = array<i64: 256, 128>} : tensor<4x8xf32>
+  // expected-error@+1 {{'braid.concat' op writes bytes [256, 384) of the arena that it also reads or writes through another operand or result}}
+  %c = braid.concat %x, %b dim 0 {braid.buffers = array<i64: 128, 256>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  // expected-error@+1 {{'braid.matmul' op writes bytes [0, 128) of the arena that it also reads or writes through another operand or result}}
+  %p = braid.matmul %x, %m {braid.buffers = array<i64: 0, 128>} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %d = braid.silu %m {braid.buffers = array<i64: 1280, 256>} : tensor<8x8xf32>
+  %e = braid.slice %d offsets [0, 0] sizes [4, 8] {braid.buffers = array<i64: 1536, 128>} : tensor<8x8xf32> -> tensor<4x8xf32>
+  // expected-error@+1 {{'braid.add' op writes bytes [1536, 1600) of the arena that it also reads or writes through another operand or result}}
+  %q = braid.add %e, %e {braid.buffers = array<i64: 1472, 128>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %y, %c, %p, %q : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }

@@ -409,6 +409,58 @@ TEST(PlanLoader, RejectsAddRmsNormOfWrongShapesOrTypes) {
   EXPECT_CONTAINS(loadError(mixed), "the residual (tensor 1) is bf16");
 }
 
+// An op whose own accesses overlap (results over each other, a result over
+// an operand) is refused by the schedule check: the kernels, cuBLASLt and
+// NCCL assume no overlap, and the interpreter, computing out of place,
+// would not notice. Elementwise ops may run in place at exactly their
+// operand's bytes.
+TEST(PlanLoader, RejectsAnOpOverlappingItself) {
+  auto build = [](int64_t sumAt, int64_t yAt) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8});
+    int r = f.input("r", {2, 8});
+    int w = f.input("w", {8});
+    int s = f.tensor({2, 8}), y = f.tensor({2, 8});
+    f.op(OpCode::AddRmsNorm, {x, r, w}, {s, y}).epsilon = 1e-5;
+    f.output("s", s);
+    f.output("y", y);
+    plan::FunctionT &fn = *pb.plan().functions[0];
+    fn.tensors[size_t(s)]->buffer_offset = sumAt;
+    fn.tensors[size_t(y)]->buffer_offset = yAt;
+    fn.arena_size = std::max<int64_t>(fn.arena_size, 1024);
+    return pb;
+  };
+  PlanBuilder apart = build(512, 640);
+  EXPECT_TRUE(loadPlan(apart.finish()));
+  PlanBuilder overlapping = build(512, 544); // 64 bytes each
+  EXPECT_CONTAINS(loadError(overlapping),
+                  "op 0 (add_rms_norm, stream 0) writes bytes [544, 576) of "
+                  "the arena that it also reads or writes");
+  PlanBuilder overX = build(0, 640); // the sum over its operand x
+  EXPECT_CONTAINS(loadError(overX), "writes bytes [0, 64) of the arena");
+
+  // add in place (exactly its operand's bytes) is fine; half over is not.
+  auto add = [](int64_t at) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8});
+    int y = f.tensor({2, 8});
+    f.op(OpCode::Add, {x, x}, {y});
+    f.output("y", y);
+    plan::FunctionT &fn = *pb.plan().functions[0];
+    fn.tensors[size_t(y)]->buffer_offset =
+        fn.tensors[size_t(x)]->buffer_offset + at;
+    fn.arena_size = std::max<int64_t>(fn.arena_size, 1024);
+    return pb;
+  };
+  PlanBuilder inPlace = add(0);
+  auto loaded = loadPlan(inPlace.finish());
+  EXPECT_TRUE(loaded) << loaded.status().message();
+  PlanBuilder half = add(32);
+  EXPECT_CONTAINS(loadError(half), "op 0 (add, stream 0) writes bytes");
+}
+
 TEST(PlanLoader, RejectsWrongArity) {
   PlanBuilder pb = goodPlan();
   pb.plan().functions[0]->ops[1]->operands.push_back(1);

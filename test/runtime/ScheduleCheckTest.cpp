@@ -152,6 +152,33 @@ TEST(ScheduleCheck, IncrementalRepairOrdersWhatItMust) {
 } // namespace
 
 namespace {
+// One op's own accesses: a write over another write or over a read is an
+// Overlap (no event can fix it), unless the read is marked in place and
+// covers exactly the written bytes; the function's end may overlap itself.
+TEST(ScheduleCheck, AnOpMustNotOverlapItself) {
+  auto one = [](std::vector<Access> a, bool overlapsItself = false) {
+    OpAccesses op{std::move(a)};
+    op.overlapsItself = overlapsItself;
+    return findConflicts({{0, {}}}, 1, {op}, {});
+  };
+  auto twoResults = one({rd(0, 64), wr(64, 128), wr(96, 160)});
+  ASSERT_EQ(twoResults.size(), 1u);
+  EXPECT_EQ(twoResults[0].kind, Conflict::Overlap);
+  EXPECT_EQ(twoResults[0].first, 0);
+  EXPECT_EQ(twoResults[0].second, 0);
+  EXPECT_FALSE(twoResults[0].repairable);
+  EXPECT_EQ(twoResults[0].access.begin, 96);
+  EXPECT_EQ(twoResults[0].access.end, 128);
+  EXPECT_EQ(one({rd(0, 64), wr(0, 64)}).size(), 1u); // not marked in place
+  Access inPlace = rd(0, 64);
+  inPlace.inPlace = true;
+  EXPECT_TRUE(one({inPlace, wr(0, 64)}).empty());
+  EXPECT_EQ(one({inPlace, wr(32, 96)}).size(), 1u);    // in place, not exactly
+  EXPECT_TRUE(one({rd(0, 64), wr(0, 64, 1)}).empty()); // another space
+  EXPECT_TRUE(one({rd(0, 64), rd(0, 64)}).empty());    // reads only
+  EXPECT_TRUE(one({rd(0, 64), wr(0, 64)}, true).empty());
+}
+
 TEST(ScheduleCheck, AReadMustSeeItsProducersWrite) {
   // 0 writes A at [0, 64); 1 writes B over the same bytes; 2 reads A.
   // All on one stream (ordered), but 2 would read B: a clobber.
