@@ -85,8 +85,10 @@ static cl::opt<std::string> sequenceParallel(
              "default: reduce_scatter / all_gather around the token-wise ops "
              "where the cost model of --target says the step gets faster), "
              "ulysses (megatron, plus attention on all tokens of a head shard "
-             "through all_to_all, q/k/v/o weights whole on every rank; "
-             "wherever legal) or off"),
+             "through all_to_all, q/k/v/o weights whole on every rank; in "
+             "functions whose tokens divide by tp, plain TP in the others; an "
+             "error for a model whose KV heads do not divide by tp or whose "
+             "q/k/v projection is fused) or off"),
     cl::value_desc("megatron|ulysses|off"), cl::init("megatron"),
     cl::cat(compileCategory));
 static cl::opt<bool> sequenceParallelForce(
