@@ -63,8 +63,8 @@ struct BraidVerifySchedulePass
           << "writes bytes [" << c.access.begin << ", " << c.access.end
           << ") of " << s.describeSpace(c.access.space)
           << " that it also reads or writes through another operand or "
-             "result; ops do not run in place (only attention updates its "
-             "KV caches in place, at exactly their bytes)";
+             "result; only elementwise ops and attention's KV caches run "
+             "in place, at exactly their operand's bytes";
       return;
     }
     InFlightDiagnostic d = second->emitOpError();

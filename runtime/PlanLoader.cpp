@@ -1350,33 +1350,24 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     return "op " + std::to_string(i) + " (" + opcodeName(op->opcode()) +
            ", stream " + std::to_string(op->stream()) + ")";
   };
+  const std::string bytes =
+      "bytes [" + std::to_string(c.access.begin) + ", " +
+      std::to_string(c.access.end) + ") of " +
+      (c.access.space == 0 ? std::string("the arena")
+                           : "state slot " + std::to_string(c.access.space - 1));
   if (c.kind == sched::Conflict::Overlap)
     return errorf("function '", f.name()->str(), "': ", name(c.first),
-                  " writes bytes [", c.access.begin, ", ", c.access.end,
-                  ") of ",
-                  c.access.space == 0
-                      ? std::string("the arena")
-                      : "state slot " + std::to_string(c.access.space - 1),
+                  " writes ", bytes,
                   " that it also reads or writes through another operand or "
-                  "result; ops do not run in place (only attention updates "
-                  "its KV caches in place, at exactly their bytes)");
+                  "result; only elementwise ops and attention's KV caches "
+                  "run in place, at exactly their operand's bytes");
   if (c.kind == sched::Conflict::Clobber)
     return errorf("function '", f.name()->str(), "': ", name(c.first),
-                  " overwrites bytes [", c.access.begin, ", ", c.access.end,
-                  ") of ",
-                  c.access.space == 0
-                      ? std::string("the arena")
-                      : "state slot " + std::to_string(c.access.space - 1),
-                  " before ", name(c.second),
+                  " overwrites ", bytes, " before ", name(c.second),
                   " reads the value they held (a buffer reused too early)");
   std::string what =
       c.kind == sched::Conflict::Race
-          ? "both access bytes [" + std::to_string(c.access.begin) + ", " +
-                std::to_string(c.access.end) + ") of " +
-                (c.access.space == 0
-                     ? std::string("the arena")
-                     : "state slot " + std::to_string(c.access.space - 1)) +
-                " and at least one writes"
+          ? "both access " + bytes + " and at least one writes"
           : std::string("collectives of two communicators may run "
                         "concurrently and deadlock");
   return errorf("function '", f.name()->str(), "': ", name(c.first), " and ",

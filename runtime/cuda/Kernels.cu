@@ -1205,33 +1205,32 @@ int64_t attentionElemBytes(Dt dt) {
   return dt == Dt::F32 ? 4 : dt == Dt::F16 || dt == Dt::BF16 ? 2 : 0;
 }
 
-template <typename T>
-cudaError_t launchAttentionSplit(const AttentionLaunch &L, dim3 grid,
-                                 size_t shared, cudaStream_t stream) {
+/// Launches an attention split kernel with `shared` bytes of dynamic shared
+/// memory, opting in above the default 48 KiB.
+static cudaError_t launchWithShared(void (*kernel)(AttentionLaunch),
+                             const AttentionLaunch &L, dim3 grid,
+                             size_t shared, cudaStream_t stream) {
   if (shared > (48u << 10)) {
     cudaError_t e = cudaFuncSetAttribute(
-        attentionSplitKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        int(shared));
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
     if (e != cudaSuccess)
       return e;
   }
-  attentionSplitKernel<T><<<grid, kAttentionThreads, shared, stream>>>(L);
+  kernel<<<grid, kAttentionThreads, shared, stream>>>(L);
   return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launchAttentionSplit(const AttentionLaunch &L, dim3 grid,
+                                 size_t shared, cudaStream_t stream) {
+  return launchWithShared(attentionSplitKernel<T>, L, grid, shared, stream);
 }
 
 template <typename T, int D>
 cudaError_t launchTensorCoreFor(const AttentionLaunch &L, dim3 grid,
                                 size_t shared, cudaStream_t stream) {
-  if (shared > (48u << 10)) {
-    cudaError_t e = cudaFuncSetAttribute(
-        attentionTensorCoreKernel<T, D>,
-        cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-    if (e != cudaSuccess)
-      return e;
-  }
-  attentionTensorCoreKernel<T, D>
-      <<<grid, kAttentionThreads, shared, stream>>>(L);
-  return cudaGetLastError();
+  return launchWithShared(attentionTensorCoreKernel<T, D>, L, grid, shared,
+                          stream);
 }
 
 template <typename T>
