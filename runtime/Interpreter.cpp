@@ -689,7 +689,9 @@ private:
   Status issueAsync(int h);
   /// Issues `h` and completes it (a send: until its receive took it).
   Status runAsync(int h);
-  Status runEarlier(const plan::Op &c, int self);
+  /// Runs the started collectives NCCL runs before op `ci` (see the
+  /// definition); `self`: ci's own handle when it is a start, else -1.
+  Status runEarlier(int ci, int self);
   /// The sync sends and receives [oi, end) as one group (P2PGroups.h).
   Status executeGroup(int oi, int end);
   void written(int t);
@@ -705,6 +707,7 @@ private:
   std::vector<std::vector<int>> queues_; // per stream: ops in plan order
   std::vector<bool> executed_;
   std::vector<int> groupEnds_;  // P2PGroups.h
+  std::vector<int> groupHead_;  // per op: the head of its group, or -1
   std::vector<bool> ranInGroup_; // later members of a group already run
   std::vector<Async> async_;
   std::vector<int> pending_;   // started, not yet run handles, in start order
@@ -715,6 +718,10 @@ private:
 
 void OpRunner::Strict::prepare() {
   groupEnds_ = p2pGroupEnds(f_);
+  groupHead_.assign(numOps_, -1);
+  for (unsigned h = 0; h < numOps_; ++h)
+    for (int k = int(h); k < groupEnds_[h]; ++k)
+      groupHead_[size_t(k)] = int(h);
   ranInGroup_.assign(numOps_, false);
   size_t numTensors = f_.tensors() ? f_.tensors()->size() : 0;
   readsLeft_.assign(numTensors, 0);
@@ -818,7 +825,7 @@ Status OpRunner::Strict::execute(int oi) {
   if (isAsyncStartOpcode(o.opcode()))
     return start(oi);
   if (isCollectiveOpcode(o.opcode()))
-    BRAID_RETURN_IF_ERROR(runEarlier(o, -1));
+    BRAID_RETURN_IF_ERROR(runEarlier(oi, -1));
   BRAID_RETURN_IF_ERROR(r_.compute(o));
   // Checked before the bookkeeping below may poison a dead result.
   if (r_.in_.options_.checkFinite && o.results())
@@ -839,6 +846,11 @@ Status OpRunner::Strict::execute(int oi) {
 // which may read it any time until the wait, sees a change as undefined.
 Status OpRunner::Strict::start(int oi) {
   const plan::Op &o = op(oi);
+  // A lone send or receive is posted (visible to its peer) when its channel
+  // reaches it: after the channel's earlier ops (runEarlier).
+  if ((o.opcode() == OpCode::RecvStart || o.opcode() == OpCode::SendStart) &&
+      groupHead_[size_t(oi)] < 0)
+    BRAID_RETURN_IF_ERROR(runEarlier(oi, -1));
   Async &a = async_[size_t(o.handle())];
   a.start = oi;
   if (o.opcode() == OpCode::RecvStart) {
@@ -878,14 +890,17 @@ Status OpRunner::Strict::start(int oi) {
 }
 
 // NCCL runs the collectives issued on one communicator and stream in issue
-// order, so the earlier-started ones of `c`'s group and stream run first.
+// order, so the earlier-started ones of `ci`'s group and stream run first.
 // A receive first issues (posts) every send this rank has started, which
-// the peer may be waiting for (two ranks that each start a receive and a
-// send); those sends complete at their waits. A send need not wait for an
-// earlier started receive of its communicator, nor a receive for an
-// earlier started send: the two are issued together (as a group, when
-// adjacent: P2PGroups.h).
-Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
+// the peer may be waiting for; those sends complete at their waits. The
+// members of one point-to-point group (P2PGroups.h: adjacent sends and
+// receives, issued between ncclGroupStart and ncclGroupEnd) progress
+// together, so a send need not wait for an earlier receive of its own
+// group, nor a receive for a send; outside a group they wait like any
+// other op of the channel (a lone send blocks its stream until its receive
+// is posted), so an exchange NCCL would deadlock on ends at the timeout.
+Status OpRunner::Strict::runEarlier(int ci, int self) {
+  const plan::Op &c = op(ci);
   OpCode code = syncOpcode(c.opcode());
   std::vector<int> pending = pending_; // runAsync edits pending_
   if (code == OpCode::Recv)
@@ -896,12 +911,15 @@ Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
   for (int h : pending) {
     if (h == self)
       break;
-    const plan::Op &p = op(async_[size_t(h)].start);
+    const int pi = async_[size_t(h)].start;
+    const plan::Op &p = op(pi);
     if (p.group() != c.group() || p.stream() != c.stream())
       continue;
     OpCode pc = syncOpcode(p.opcode());
-    if ((code == OpCode::Send && pc == OpCode::Recv) ||
-        (code == OpCode::Recv && pc == OpCode::Send))
+    const bool sameGroup = groupHead_[size_t(pi)] >= 0 &&
+                           groupHead_[size_t(pi)] == groupHead_[size_t(ci)];
+    if (sameGroup && ((code == OpCode::Send && pc == OpCode::Recv) ||
+                      (code == OpCode::Recv && pc == OpCode::Send)))
       continue;
     BRAID_RETURN_IF_ERROR(runAsync(h));
   }
@@ -909,7 +927,7 @@ Status OpRunner::Strict::runEarlier(const plan::Op &c, int self) {
 }
 
 Status OpRunner::Strict::executeGroup(int oi, int end) {
-  BRAID_RETURN_IF_ERROR(runEarlier(op(oi), -1));
+  BRAID_RETURN_IF_ERROR(runEarlier(oi, -1));
   BRAID_RETURN_IF_ERROR(r_.runP2PGroup(
       unsigned(oi), unsigned(end), [&](unsigned k) { return start(int(k)); }));
   for (int k = oi; k < end; ++k) {
@@ -944,7 +962,7 @@ Status OpRunner::Strict::issueAsync(int h) {
     return Status::ok();
   a.ran = true;
   const plan::Op &o = op(a.start);
-  BRAID_RETURN_IF_ERROR(runEarlier(o, h)); // while h marks its place
+  BRAID_RETURN_IF_ERROR(runEarlier(a.start, h)); // while h marks its place
   pending_.erase(std::find(pending_.begin(), pending_.end(), h));
   std::optional<ByteTensor> input;
   bool changed = false;

@@ -276,6 +276,59 @@ TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
   }
 }
 
+// The same exchange with starts (send_start, recv_start, then both waits):
+// adjacent, a group that completes; with an op between them, lone posts on
+// one channel (communicator and stream), each waiting for the channel's
+// earlier ops as under NCCL, where the receive queues behind the send.
+// Strict mode, which models the channel, ends it at the timeout; the plain
+// interpreter completes it (it does not model streams).
+PlanBuilder exchangeStarts(bool opBetween) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = pb.function("stage" + std::to_string(r));
+    f.fn().num_handles = 2;
+    int x = f.input("x", {2});
+    int y = f.tensor({2}), z = f.tensor({2});
+    plan::OpT &s = f.op(OpCode::SendStart, {x}, {});
+    s.group = 0;
+    s.peer = 1 - r;
+    s.handle = 0;
+    if (opBetween)
+      f.op(OpCode::Add, {x, x}, {z});
+    plan::OpT &rs = f.op(OpCode::RecvStart, {}, {y});
+    rs.group = 0;
+    rs.peer = 1 - r;
+    rs.handle = 1;
+    f.op(OpCode::Wait, {}, {}).handle = 1;
+    f.op(OpCode::Wait, {}, {}).handle = 0;
+    f.output("y", y);
+  }
+  return pb;
+}
+
+TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
+  for (bool opBetween : {false, true}) {
+    PlanBuilder pb = exchangeStarts(opBetween);
+    auto start = std::chrono::steady_clock::now();
+    auto out = runExchange(pb, /*strict=*/true, 300);
+    if (!opBetween) {
+      ASSERT_TRUE(out) << out.status().message();
+      EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
+      EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+      continue;
+    }
+    ASSERT_FALSE(out) << "a lone exchange on one channel completed";
+    EXPECT_NE(out.status().message().find("no matching receive"),
+              std::string::npos)
+        << out.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20));
+    PlanBuilder plain = exchangeStarts(opBetween);
+    EXPECT_TRUE(runExchange(plain, /*strict=*/false, 60000));
+  }
+}
+
 // Groups that mix sync ops and starts, and the channel's order across the
 // sends of one group: each completes (as under NCCL) in plain and strict
 // mode. (A start left in flight behind a collective of another group is
