@@ -34,7 +34,8 @@
 // element, the A fragment of P for the 16 keys.
 //
 // Included by Kernels.cu, inside its namespace, after the split kernel
-// (AttentionLaunch, attendedKeys, firstAttendedKey, attentionSwizzleMask).
+// (AttentionLaunch, AttentionBlock, attendedKeys, firstAttendedKey,
+// attentionSwizzleMask).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,24 +132,11 @@ __global__ void __launch_bounds__(kAttentionThreads)
   auto stageK = [&](int s) { return mine + s * 2 * kTileBytes; };
   auto stageV = [&](int s) { return mine + s * 2 * kTileBytes + kTileBytes; };
 
-  const int64_t group = a.heads / a.kvHeads, rowsPerSet = a.seq * group;
-  const int split = int(blockIdx.y);
-  const int64_t set = int64_t(blockIdx.x) / L.rowTiles;
-  const int64_t firstRow = (int64_t(blockIdx.x) % L.rowTiles) * kTensorCoreRows;
-  const int rows = int(min(int64_t(kTensorCoreRows), rowsPerSet - firstRow));
-  const int64_t b = set / a.kvHeads, kvh = set % a.kvHeads;
-  // As the split kernel: row r is query (firstRow + r) / group, head
-  // kvh * group + (firstRow + r) % group.
-  auto qRow = [&](int r) {
-    const int64_t row = firstRow + r, i = row / group;
-    return (b * a.seq + i) * a.heads + kvh * group + row % group;
-  };
-  auto queryPos = [&](int r) { return (firstRow + r) / group; };
-  const int64_t splitBegin = int64_t(split) * L.keysPerSplit;
-  const int64_t kBegin =
-      max(splitBegin, firstAttendedKey(a, attendedKeys(a, b, queryPos(0))));
-  const int64_t kEnd =
-      min(splitBegin + L.keysPerSplit, attendedKeys(a, b, queryPos(rows - 1)));
+  const AttentionBlock blk(L, kTensorCoreRows);
+  const int split = blk.split, rows = blk.rows;
+  const int64_t b = blk.b, kvh = blk.kvh, kBegin = blk.kBegin, kEnd = blk.kEnd;
+  auto qRow = [&](int r) { return blk.qRow(a, r); };
+  auto queryPos = [&](int r) { return blk.queryPos(r); };
   const int tiles =
       kEnd > kBegin
           ? int((kEnd - kBegin + kTensorCoreKeys - 1) / kTensorCoreKeys)

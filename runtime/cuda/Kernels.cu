@@ -499,6 +499,40 @@ __device__ __forceinline__ int64_t firstAttendedKey(const AttentionArgs &a,
                              : int64_t(0);
 }
 
+/// What one block of a split kernel covers: blockIdx.x is (batch b, KV
+/// head kvh, tile of `R` query rows), blockIdx.y its key range (`split`).
+/// Row r of the tile is query i = (firstRow + r) / group, head kvh * group
+/// + (firstRow + r) % group; its q/o row index is (b * S + i) * Hq + h.
+/// Its keys: its split's range, up to the last row's extent (the rows of a
+/// tile are in query order, so the last attends to the most); with a
+/// sliding window no row sees keys before the first row's window, so those
+/// are not read at all.
+struct AttentionBlock {
+  int64_t group, firstRow, b, kvh, kBegin, kEnd;
+  int rows, split;
+
+  __device__ AttentionBlock(const AttentionLaunch &L, int R) {
+    const AttentionArgs &a = L.a;
+    group = a.heads / a.kvHeads;
+    split = int(blockIdx.y);
+    const int64_t set = int64_t(blockIdx.x) / L.rowTiles;
+    firstRow = (int64_t(blockIdx.x) % L.rowTiles) * R;
+    rows = int(min(int64_t(R), a.seq * group - firstRow));
+    b = set / a.kvHeads;
+    kvh = set % a.kvHeads;
+    const int64_t splitBegin = int64_t(split) * L.keysPerSplit;
+    kBegin =
+        max(splitBegin, firstAttendedKey(a, attendedKeys(a, b, queryPos(0))));
+    kEnd = min(splitBegin + L.keysPerSplit,
+               attendedKeys(a, b, queryPos(rows - 1)));
+  }
+  __device__ int64_t queryPos(int r) const { return (firstRow + r) / group; }
+  __device__ int64_t qRow(const AttentionArgs &a, int r) const {
+    const int64_t row = firstRow + r, i = row / group;
+    return (b * a.seq + i) * a.heads + kvh * group + row % group;
+  }
+};
+
 /// Starts copying keys [j0, j0 + cnt) of (b, kvh) into a stage: 16-byte
 /// asynchronous copies (cp.async) when rows are aligned, else element by
 /// element (synchronously) into the same swizzled layout.
@@ -576,30 +610,12 @@ __global__ void attentionSplitKernel(AttentionLaunch L) {
   float *lRow = mRow + R, *alpha = lRow + R, *nRow = alpha + R;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int warps = int(blockDim.x) >> 5;
-  const int64_t group = a.heads / a.kvHeads, rowsPerSet = a.seq * group;
 
-  const int split = int(blockIdx.y);
-  const int64_t set = int64_t(blockIdx.x) / L.rowTiles;
-  const int64_t firstRow = (int64_t(blockIdx.x) % L.rowTiles) * R;
-  const int rows = int(min(int64_t(R), rowsPerSet - firstRow));
-  const int64_t b = set / a.kvHeads, kvh = set % a.kvHeads;
-  // Row r of the tile: query i = row / group, head kvh * group + row % group;
-  // its q/o row index is (b * S + i) * Hq + h.
-  auto qRow = [&](int r) {
-    const int64_t row = firstRow + r, i = row / group;
-    return (b * a.seq + i) * a.heads + kvh * group + row % group;
-  };
-  auto queryPos = [&](int r) { return (firstRow + r) / group; };
-
-  // This block's keys: its split's range, up to the last row's extent (the
-  // rows of a tile are in query order, so the last attends to the most).
-  // With a sliding window no row sees keys before the first row's window
-  // (rows are in query order), so those tiles are not read at all.
-  const int64_t splitBegin = int64_t(split) * L.keysPerSplit;
-  const int64_t kBegin =
-      max(splitBegin, firstAttendedKey(a, attendedKeys(a, b, queryPos(0))));
-  const int64_t kEnd = min(splitBegin + L.keysPerSplit,
-                           attendedKeys(a, b, queryPos(rows - 1)));
+  const AttentionBlock blk(L, R);
+  const int split = blk.split, rows = blk.rows;
+  const int64_t b = blk.b, kvh = blk.kvh, kBegin = blk.kBegin, kEnd = blk.kEnd;
+  auto qRow = [&](int r) { return blk.qRow(a, r); };
+  auto queryPos = [&](int r) { return blk.queryPos(r); };
   const int tiles = kEnd > kBegin ? int((kEnd - kBegin + Tk - 1) / Tk) : 0;
   auto stageK = [&](int s) { return smem + S.k + s * Tk * S.rowBytes; };
   auto stageV = [&](int s) { return smem + S.v + s * Tk * S.rowBytes; };
