@@ -201,25 +201,8 @@ TEST(Collectives, SendRecv) {
 TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
   // Both ranks start their receive before their send: the exchange must
   // complete because the receive finishes at its wait.
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  for (int r = 0; r < 2; ++r) {
-    FnBuilder f = pb.function("stage" + std::to_string(r));
-    f.fn().num_handles = 2;
-    int x = f.input("x", {2});
-    int y = f.tensor({2});
-    plan::OpT &rs = f.op(OpCode::RecvStart, {}, {y});
-    rs.group = 0;
-    rs.peer = 1 - r;
-    rs.handle = 0;
-    plan::OpT &ss = f.op(OpCode::SendStart, {x}, {});
-    ss.group = 0;
-    ss.peer = 1 - r;
-    ss.handle = 1;
-    f.op(OpCode::Wait, {}, {}).handle = 1;
-    f.op(OpCode::Wait, {}, {}).handle = 0;
-    f.output("y", y);
-  }
+  PlanBuilder pb = exchangeStages(/*recvFirst=*/true, /*opBetween=*/false,
+                                  /*async=*/true);
   auto out =
       runStages(pb, {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
                      {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}}});
@@ -282,34 +265,10 @@ TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
 // earlier ops as under NCCL, where the receive queues behind the send.
 // Strict mode, which models the channel, ends it at the timeout; the plain
 // interpreter completes it (it does not model streams).
-PlanBuilder exchangeStarts(bool opBetween) {
-  PlanBuilder pb(2);
-  pb.group("pp", 2);
-  for (int r = 0; r < 2; ++r) {
-    FnBuilder f = pb.function("stage" + std::to_string(r));
-    f.fn().num_handles = 2;
-    int x = f.input("x", {2});
-    int y = f.tensor({2}), z = f.tensor({2});
-    plan::OpT &s = f.op(OpCode::SendStart, {x}, {});
-    s.group = 0;
-    s.peer = 1 - r;
-    s.handle = 0;
-    if (opBetween)
-      f.op(OpCode::Add, {x, x}, {z});
-    plan::OpT &rs = f.op(OpCode::RecvStart, {}, {y});
-    rs.group = 0;
-    rs.peer = 1 - r;
-    rs.handle = 1;
-    f.op(OpCode::Wait, {}, {}).handle = 1;
-    f.op(OpCode::Wait, {}, {}).handle = 0;
-    f.output("y", y);
-  }
-  return pb;
-}
-
 TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
   for (bool opBetween : {false, true}) {
-    PlanBuilder pb = exchangeStarts(opBetween);
+    PlanBuilder pb = exchangeStages(/*recvFirst=*/false, opBetween,
+                                    /*async=*/true);
     auto start = std::chrono::steady_clock::now();
     auto out = runExchange(pb, /*strict=*/true, 300);
     if (!opBetween) {
@@ -324,7 +283,8 @@ TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
         << out.status().message();
     EXPECT_LT(std::chrono::steady_clock::now() - start,
               std::chrono::seconds(20));
-    PlanBuilder plain = exchangeStarts(opBetween);
+    PlanBuilder plain = exchangeStages(/*recvFirst=*/false, opBetween,
+                                       /*async=*/true);
     EXPECT_TRUE(runExchange(plain, /*strict=*/false, 60000));
   }
 }

@@ -149,21 +149,31 @@ PlanBuilder sendRecvStages(int64_t n, int recvStream) {
   return pb;
 }
 
-PlanBuilder exchangeStages(bool recvFirst, bool opBetween) {
+PlanBuilder exchangeStages(bool recvFirst, bool opBetween, bool async) {
   PlanBuilder pb(2);
   pb.group("pp", 2);
   for (int r = 0; r < 2; ++r) {
     FnBuilder f = pb.function("stage" + std::to_string(r));
+    if (async)
+      f.fn().num_handles = 2;
     int x = f.input("x", {2});
     int y = f.tensor({2}), z = f.tensor({2});
     for (int k = 0; k < 2; ++k) {
       if (k == 1 && opBetween)
         f.op(plan::OpCode::Add, {x, x}, {z});
       bool recv = (k == 0) == recvFirst;
-      plan::OpT &o = recv ? f.op(plan::OpCode::Recv, {}, {y})
-                          : f.op(plan::OpCode::Send, {x}, {});
+      plan::OpCode code =
+          recv ? (async ? plan::OpCode::RecvStart : plan::OpCode::Recv)
+               : (async ? plan::OpCode::SendStart : plan::OpCode::Send);
+      plan::OpT &o = recv ? f.op(code, {}, {y}) : f.op(code, {x}, {});
       o.group = 0;
       o.peer = 1 - r;
+      if (async)
+        o.handle = k;
+    }
+    if (async) { // the second started first
+      f.op(plan::OpCode::Wait, {}, {}).handle = 1;
+      f.op(plan::OpCode::Wait, {}, {}).handle = 0;
     }
     f.output("y", y);
   }

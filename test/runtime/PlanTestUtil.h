@@ -69,8 +69,10 @@ PlanBuilder sendRecvStages(int64_t n, int recvStream = 0);
 /// Two ranks of a 2-rank "pp" group exchange their 2-element input "x"
 /// into output "y": function "stage<r>" sends to and receives from the
 /// other rank (the receive first with `recvFirst`), with an add between
-/// the two with `opBetween` (so they are no group: P2PGroups.h).
-PlanBuilder exchangeStages(bool recvFirst, bool opBetween);
+/// the two with `opBetween` (so they are no group: P2PGroups.h). With
+/// `async`, send_start and recv_start (handles 0 and 1 in start order),
+/// then the waits, the second-started first.
+PlanBuilder exchangeStages(bool recvFirst, bool opBetween, bool async = false);
 
 /// A fused projection on `tp` (1 or 2) ranks of group "tp", function
 /// "prefill": "q_proj.weight" [6, 8] and "k_proj.weight" [4, 8], each cut
