@@ -229,6 +229,17 @@ Expected<PlanTimes> timePlan(const LoadedPlan &loaded, const Inputs &in,
   return t;
 }
 
+/// max |x[i] - y[i]|, infinite when any difference is NaN.
+double largestDifference(const std::vector<float> &x,
+                         const std::vector<float> &y) {
+  double worst = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    const double d = std::fabs(double(x[i]) - double(y[i]));
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return worst;
+}
+
 double sumMs(const std::vector<OpTime> &ops) {
   double s = 0;
   for (const OpTime &op : ops)
@@ -714,12 +725,7 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
     std::vector<float> got = h.toFloats();
     if (reference.empty())
       reference = got;
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double d = std::fabs(double(got[i]) - double(reference[i]));
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    }
-    return worst;
+    return largestDifference(got, reference);
   };
   for (const Variant &var : variants) {
     cu::AttentionWorkspace ws;
@@ -794,12 +800,10 @@ void printDifferences(const cu::TensorMap &mine, const cu::TensorMap &theirs,
     if (b == theirs.end() || b->second.shape != a.shape)
       continue;
     std::vector<float> x = a.toFloats(), y = b->second.toFloats();
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const double d = std::fabs(double(x[i]) - double(y[i]));
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-      scale = std::max(scale, double(std::fabs(y[i])));
-    }
+    const double worst = largestDifference(x, y);
+    double scale = 0;
+    for (float v : y)
+      scale = std::max(scale, double(std::fabs(v)));
     std::cout << "\n"
               << label << "decode output '" << name << "': largest difference "
               << std::scientific << std::setprecision(3) << worst
