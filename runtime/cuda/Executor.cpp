@@ -251,6 +251,11 @@ private:
     std::vector<DeviceMemory> attentionScratch;
     std::vector<size_t> attentionScratchBytes;
     DeviceMemory stateScratch; // permuted state slots (enqueue's copy-back)
+    /// Page-locked host copies of the inputs and outputs, by tensor (none
+    /// for an empty one): the step itself (its graph) copies them in and
+    /// out, so a replay needs no pageable copy around it and the step's
+    /// device time covers its whole transfer.
+    std::map<int, PinnedMemory> pinnedInputs, pinnedOutputs;
     Graph graph;
     GraphExec exec;
     std::vector<Event> opBegin, opEnd; // with options.profile
@@ -524,6 +529,21 @@ Status CudaRank::prepareFunction(Function &fn) {
         scratch += bytesOf(ref(fn, b->output()));
   if (scratch)
     BRAID_CUDA_CHECK(cudaMalloc(fn.stateScratch.out(), scratch));
+  auto pin = [&](const auto *bindings,
+                 std::map<int, PinnedMemory> &into) -> Status {
+    if (bindings)
+      for (const plan::Binding *b : *bindings) {
+        size_t bytes = bytesOf(ref(fn, b->tensor()));
+        if (bytes == 0 || into.count(b->tensor()))
+          continue;
+        PinnedMemory mem;
+        BRAID_CUDA_CHECK(cudaHostAlloc(mem.out(), bytes, cudaHostAllocDefault));
+        into.emplace(b->tensor(), std::move(mem));
+      }
+    return Status::ok();
+  };
+  BRAID_RETURN_IF_ERROR(pin(f.inputs(), fn.pinnedInputs));
+  BRAID_RETURN_IF_ERROR(pin(f.outputs(), fn.pinnedOutputs));
   // Everything a step needs is decided here, outside any capture: GEMM
   // algorithms (with their fused epilogues) and collective staging buffers.
   fn.p2pGroupEnds = p2pGroupEnds(f);
@@ -843,6 +863,12 @@ Status CudaRank::enqueue(Function &fn) {
   const plan::Function &f = *fn.f;
   const StreamPlan &sp = fn.streams;
   cudaStream_t main = streams_[0].get();
+  // The inputs, from their page-locked copies (runStep fills them).
+  for (const auto &[t, host] : fn.pinnedInputs) {
+    TensorRef x = ref(fn, t);
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(x.data, host.get(), bytesOf(x),
+                                     cudaMemcpyHostToDevice, main));
+  }
   // Fork: every other stream the function uses starts after stream 0's work
   // so far (the inputs). Under capture this also pulls those streams into
   // the capture that stream 0 began.
@@ -963,6 +989,13 @@ Status CudaRank::enqueue(Function &fn) {
                                          bytesOf(ref(fn, b->output())),
                                          cudaMemcpyDeviceToDevice, main));
     }
+  }
+  // The outputs, into their page-locked copies (after the copy-back: an
+  // output may be a state slot), which runStep reads once the step ended.
+  for (const auto &[t, host] : fn.pinnedOutputs) {
+    TensorRef x = ref(fn, t);
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(host.get(), x.data, bytesOf(x),
+                                     cudaMemcpyDeviceToHost, main));
   }
   return Status::ok();
 }
@@ -1109,8 +1142,9 @@ Status CudaRank::launchJointStep(int function, StepTiming &timing) {
   cudaStream_t main = streams_[0].get();
   bool origin = party_ == 0;
   // The ranks tell each other what they run and, but for rank 0, when
-  // their inputs are on the device (start_: a rank's own times are rank
-  // 0's, whose events bracket the whole graph).
+  // their stream 0 is ready (start_: a rank's own times are rank 0's,
+  // whose events bracket the whole graph, input and output copies
+  // included).
   if (!origin)
     BRAID_CUDA_CHECK(cudaEventRecord(start_.get(), main));
   auto ready = joint_->meet.arrive(
@@ -1135,8 +1169,8 @@ Status CudaRank::launchJointStep(int function, StepTiming &timing) {
     jointGraphs_[key] = std::move(made);
     timing.captured = true;
   }
-  // Rank 0 launches once every rank's inputs are on the device; the
-  // others' stream 0 waits for the graph to end.
+  // Rank 0 launches once every rank's stream 0 is ready and its pinned
+  // inputs are filled; the others' stream 0 waits for the graph to end.
   auto hostStart = std::chrono::steady_clock::now();
   Status launched = Status::ok();
   if (origin) {
@@ -1185,10 +1219,12 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
   auto bound = bindInputs(f, inputs);
   if (!bound)
     return bound.status();
+  // The previous step has ended (waitForStep): its graph no longer reads
+  // these copies. bindInputs checked each value's byte size.
   for (const BoundInput &in : *bound)
-    BRAID_CUDA_CHECK(
-        cudaMemcpyAsync(fn.ptr[size_t(in.tensor)], in.value->bytes.data(),
-                        in.value->bytes.size(), cudaMemcpyHostToDevice, main));
+    if (auto it = fn.pinnedInputs.find(in.tensor); it != fn.pinnedInputs.end())
+      std::memcpy(it->second.get(), in.value->bytes.data(),
+                  in.value->bytes.size());
 
   timing = StepTiming();
   BRAID_RETURN_IF_ERROR(joint_ && options_.graph ? launchJointStep(fi, timing)
@@ -1217,8 +1253,9 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
     for (const plan::Binding *b : *f.outputs()) {
       TensorRef t = ref(fn, b->tensor());
       HostTensor h(t.dtype, t.shape);
-      BRAID_CUDA_CHECK(cudaMemcpy(h.bytes.data(), t.data, h.bytes.size(),
-                                  cudaMemcpyDeviceToHost));
+      if (auto it = fn.pinnedOutputs.find(b->tensor());
+          it != fn.pinnedOutputs.end())
+        std::memcpy(h.bytes.data(), it->second.get(), h.bytes.size());
       outputs[b->name()->str()] = std::move(h);
     }
   return outputs;

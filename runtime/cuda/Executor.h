@@ -81,7 +81,10 @@ struct ExecutorOptions {
 
 /// Per-step measurements.
 struct StepTiming {
-  double deviceMs = 0;     // CUDA events around the launch on stream 0
+  /// CUDA events around the step on stream 0: the copies of the inputs
+  /// from and the outputs to page-locked memory are part of the step (of
+  /// its graph), so this is the whole step's device time.
+  double deviceMs = 0;
   double hostLaunchMs = 0; // host time to enqueue the step
   /// Host clock around the whole CudaRunner::run: rank threads started,
   /// inputs copied in, the step awaited, outputs copied out.

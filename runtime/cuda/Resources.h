@@ -57,6 +57,9 @@ private:
 struct FreeDevice {
   void operator()(void *p) const { (void)cudaFree(p); }
 };
+struct FreeHost {
+  void operator()(void *p) const { (void)cudaFreeHost(p); }
+};
 struct DestroyStream {
   void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
 };
@@ -83,6 +86,9 @@ struct DestroyComm {
 #endif
 
 using DeviceMemory = Owner<void *, FreeDevice>;
+/// Page-locked host memory (cudaHostAlloc): copies from and to it can be
+/// captured in a CUDA Graph and run asynchronously.
+using PinnedMemory = Owner<void *, FreeHost>;
 using Stream = Owner<cudaStream_t, DestroyStream>;
 using Event = Owner<cudaEvent_t, DestroyEvent>;
 using Graph = Owner<cudaGraph_t, DestroyGraph>;
