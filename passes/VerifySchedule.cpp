@@ -43,6 +43,22 @@ struct BraidVerifySchedulePass
         buildFunctionSchedule(func, *memory ? &**memory : nullptr);
     if (failed(schedule))
       return failure();
+    bool ok = true;
+    if (auto o = sched::firstEntryOverlap(schedule->entryAccesses)) {
+      auto name = [&](size_t k) {
+        unsigned n = schedule->entryArguments[k].getArgNumber();
+        auto input = func.getArgAttrOfType<StringAttr>(n, "braid.input");
+        return input ? "input '" + input.getValue().str() + "'"
+                     : "argument #" + std::to_string(n);
+      };
+      // At the function, without printing it (it may be a whole model).
+      emitError(func.getLoc())
+          << "@" << func.getSymName() << ": " << name(o->first) << " and "
+          << name(o->second) << " share bytes [" << o->both.begin << ", "
+          << o->both.end << ") of " << schedule->describeSpace(o->both.space)
+          << " (each is copied in before the first op)";
+      ok = false;
+    }
     sched::CheckOptions options;
     options.concurrentCommunicators = concurrentCommunicators;
     std::vector<sched::Conflict> conflicts = sched::findConflicts(
@@ -50,7 +66,7 @@ struct BraidVerifySchedulePass
         schedule->collectives, options);
     for (const sched::Conflict &c : conflicts)
       reportConflict(*schedule, c);
-    return success(conflicts.empty());
+    return success(ok && conflicts.empty());
   }
 
   static void reportConflict(const FunctionSchedule &s,
@@ -63,7 +79,8 @@ struct BraidVerifySchedulePass
           << "writes bytes [" << c.access.begin << ", " << c.access.end
           << ") of " << s.describeSpace(c.access.space)
           << " that it also reads or writes through another operand or "
-             "result; only elementwise ops and attention's KV caches run "
+             "result; only elementwise ops and attention's KV caches (each "
+             "into its own updated cache) run "
              "in place, at exactly their operand's bytes";
       return;
     }

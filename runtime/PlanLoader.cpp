@@ -1209,22 +1209,26 @@ static bool isPlacedView(const braid::plan::Function &f,
              x->buffer_offset() + *start * int64_t(dtypeSize(x->dtype()));
 }
 
-/// Whether operand `k` of an op may occupy exactly the bytes of one of its
-/// results: attention with a cache updates its k and v caches (operands 3
-/// and 4) in place, and elementwise ops read element e before they write
-/// it (on the GPU, the same thread). Nothing else runs in place.
-bool computesInPlace(OpCode code, unsigned k) {
+/// Which operand an op may compute a result in place of (ScheduleCheck.h's
+/// Access::inPlace tag, 0: none), for operand `k` or, with `result`, result
+/// `k`: attention with a cache updates its k cache (operand 3) into result
+/// 1 and its v cache (operand 4) into result 2; elementwise ops read
+/// element e before they write it (on the GPU, the same thread). Nothing
+/// else runs in place. ScheduleAnalysis.cpp says the same of the IR ops.
+int inPlaceTag(OpCode code, bool result, unsigned k) {
   switch (code) {
   case OpCode::Attention:
-    return k == 3 || k == 4;
+    if (result)
+      return k == 1 || k == 2 ? int(k) : 0;
+    return k == 3 || k == 4 ? int(k) - 2 : 0;
   case OpCode::Add:
   case OpCode::Mul:
   case OpCode::Silu:
   case OpCode::Gelu:
   case OpCode::Swiglu:
-    return true;
+    return 1;
   default:
-    return false;
+    return 0;
   }
 }
 
@@ -1299,13 +1303,15 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (op->operands())
       for (unsigned k = 0; k < op->operands()->size(); ++k)
         if (auto a = location(op->operands()->Get(k), false)) {
-          a->inPlace = computesInPlace(op->opcode(), k);
+          a->inPlace = inPlaceTag(op->opcode(), false, k);
           acc.accesses.push_back(*a);
         }
     if (op->results() && !view[i])
-      for (int t : *op->results())
-        if (auto a = location(t, true))
+      for (unsigned k = 0; k < op->results()->size(); ++k)
+        if (auto a = location(op->results()->Get(k), true)) {
+          a->inPlace = inPlaceTag(op->opcode(), true, k);
           acc.accesses.push_back(*a);
+        }
     if (start) {
       startOf[size_t(op->handle())] = int(i);
       acc.inFlightUntil = waitOf[size_t(op->handle())];
@@ -1336,6 +1342,25 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
         if (auto a = location(b->input(), true))
           accesses[n].accesses.push_back(*a);
     }
+  // The inputs are copied in before the first op: two that share bytes
+  // overwrite each other where no op's access shows it.
+  std::vector<sched::Access> entries;
+  std::vector<const braid::plan::Binding *> entryBindings;
+  if (f.inputs())
+    for (const braid::plan::Binding *b : *f.inputs())
+      if (auto a = location(b->tensor(), true)) {
+        entries.push_back(*a);
+        entryBindings.push_back(b);
+      }
+  if (auto o = sched::firstEntryOverlap(entries))
+    return errorf("function '", f.name()->str(), "': inputs '",
+                  entryBindings[o->first]->name()->str(), "' and '",
+                  entryBindings[o->second]->name()->str(), "' share bytes [",
+                  o->both.begin, ", ", o->both.end, ") of ",
+                  o->both.space == 0
+                      ? std::string("the arena")
+                      : "state slot " + std::to_string(o->both.space - 1),
+                  " (each is copied in before the first op)");
   sched::CheckOptions options;
   options.maxConflicts = 1;
   auto conflicts = sched::findConflicts(ops, f.num_streams(), accesses,
@@ -1360,7 +1385,8 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
                   " writes ", bytes,
                   " that it also reads or writes through another operand or "
                   "result; only elementwise ops and attention's KV caches "
-                  "run in place, at exactly their operand's bytes");
+                  "(each into its own updated cache) run in place, at "
+                  "exactly their operand's bytes");
   if (c.kind == sched::Conflict::Clobber)
     return errorf("function '", f.name()->str(), "': ", name(c.first),
                   " overwrites ", bytes, " before ", name(c.second),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 using namespace braid::sched;
@@ -158,7 +159,8 @@ void ScheduleChecker::conflicts(std::vector<Conflict> &out) const {
         if (a == b || !w.write || w.space != o.space || w.end <= o.begin ||
             o.end <= w.begin || (o.write && b < a))
           continue;
-        if (!o.write && o.inPlace && o.begin == w.begin && o.end == w.end)
+        if (!o.write && o.inPlace != 0 && o.inPlace == w.inPlace &&
+            o.begin == w.begin && o.end == w.end)
           continue;
         Access both = w;
         both.begin = std::max(w.begin, o.begin);
@@ -244,6 +246,39 @@ void ScheduleChecker::commit() {
   }
   if (auto it = impl_->collectiveAt.find(i); it != impl_->collectiveAt.end())
     impl_->lastOfCommunicator[{it->second.group, stream}] = it->second;
+}
+
+std::optional<EntryOverlap>
+braid::sched::firstEntryOverlap(const std::vector<Access> &entries) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].end > entries[i].begin)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Access &x = entries[a], &y = entries[b];
+    return std::tie(x.space, x.begin, a) < std::tie(y.space, y.begin, b);
+  });
+  // Sorted by start: a value overlaps an earlier one exactly when it starts
+  // before the furthest end seen so far in its space.
+  size_t furthest = 0;
+  bool any = false;
+  for (size_t i : order) {
+    const Access &x = entries[i];
+    if (any && entries[furthest].space == x.space &&
+        x.begin < entries[furthest].end) {
+      EntryOverlap o;
+      o.first = std::min(furthest, i);
+      o.second = std::max(furthest, i);
+      o.both = x;
+      o.both.end = std::min(x.end, entries[furthest].end);
+      return o;
+    }
+    if (!any || entries[furthest].space != x.space ||
+        x.end > entries[furthest].end)
+      furthest = i;
+    any = true;
+  }
+  return std::nullopt;
 }
 
 std::vector<Conflict>

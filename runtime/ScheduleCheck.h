@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace braid::sched {
@@ -91,10 +92,12 @@ struct Access {
   /// too early). kAnyWriter: no expectation.
   int expectWriter = kAnyWriter;
   static constexpr int kAnyWriter = -2;
-  /// A read whose bytes a write of the same op may occupy exactly: the op
-  /// computes that operand in place (attention's KV caches). Any other
+  /// Nonzero on a read and a write of one op that may occupy exactly the
+  /// same bytes: the op computes that result in place of that operand
+  /// (attention's k cache into its updated k cache, tag 1, and v into v,
+  /// tag 2; an elementwise op's operands into its result, tag 1). Any other
   /// overlap between an op's own accesses is a conflict.
-  bool inPlace = false;
+  int inPlace = 0;
 };
 
 struct OpAccesses {
@@ -169,6 +172,16 @@ private:
   HappensBefore hb_;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Two values present at function entry (the inputs, copied in before the
+/// first op) that share bytes: one overwrites the other before any op runs,
+/// and no op's access shows it.
+struct EntryOverlap {
+  size_t first = 0, second = 0; // indices into the entries, first < second
+  Access both;                  // the shared bytes
+};
+std::optional<EntryOverlap>
+firstEntryOverlap(const std::vector<Access> &entries);
 
 /// Checks a whole schedule: every unordered pair of accesses to the same
 /// bytes (at least one a write) and every pair of collectives that may

@@ -89,6 +89,16 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     return v;
   };
 
+  // The inputs, copied in before the first op (state slots are their own
+  // storage, so only arena arguments can share bytes).
+  for (BlockArgument arg : body.getArguments())
+    if (!stateArgumentOf(arg))
+      if (auto a = location(arg)) {
+        a->write = true;
+        s.entryArguments.push_back(arg);
+        s.entryAccesses.push_back(*a);
+      }
+
   for (Operation &op : body) {
     if (isa<ParameterOp, ParameterPackOp>(op))
       continue;
@@ -123,7 +133,7 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       lastOfStream.resize(size_t(so.stream) + 1, -1);
     lastOfStream[size_t(so.stream)] = int(i);
 
-    auto read = [&](Value v, bool inPlace = false) {
+    auto read = [&](Value v, int inPlace = 0) {
       if (auto a = location(v)) {
         // The read must see its producer's write (entry values: none).
         Operation *def = owner(v).getDefiningOp();
@@ -132,24 +142,30 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
         acc.accesses.push_back(*a);
       }
     };
-    auto write = [&](Value v) {
+    auto write = [&](Value v, int inPlace = 0) {
       if (placedView(v))
         return;
       if (auto a = location(v)) {
         a->write = true;
+        a->inPlace = inPlace;
         acc.accesses.push_back(*a);
       }
     };
     if (isa<WaitOp, EventRecordOp, EventWaitOp>(op))
       continue; // no bytes of their own (a wait completes its start's)
-    // Operands an op may overwrite exactly (as the plan loader's
-    // computesInPlace): attention's KV caches, elementwise ops' operands.
+    // Which result an op may compute in place of which operand (Access::
+    // inPlace tags, as the plan loader's inPlaceTag): attention's k cache
+    // into its updated k cache (1), v into v (2); elementwise ops' operands
+    // into their result (1).
     auto attention = dyn_cast<AttentionOp>(op);
+    bool cache = attention && attention.hasCache();
     bool elementwise = isa<AddOp, MulOp, SiluOp, GeluOp, SwigluOp>(op);
-    for (OpOperand &use : op->getOpOperands())
-      read(use.get(), elementwise || (attention && attention.hasCache() &&
-                                      (use.getOperandNumber() == 3 ||
-                                       use.getOperandNumber() == 4)));
+    for (OpOperand &use : op->getOpOperands()) {
+      unsigned k = use.getOperandNumber();
+      read(use.get(), elementwise                   ? 1
+                      : cache && (k == 3 || k == 4) ? int(k) - 2
+                                                    : 0);
+    }
     if (terminator)
       acc.overlapsItself = true; // the state copy-back goes through scratch
     if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
@@ -169,8 +185,10 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       s.collectives.push_back(use);
     }
     if (!op->hasTrait<OpTrait::BraidAsyncStart>())
-      for (Value r : op->getResults())
-        write(r);
+      for (OpResult r : op->getResults()) {
+        unsigned k = r.getResultNumber();
+        write(r, elementwise ? 1 : cache && (k == 1 || k == 2) ? int(k) : 0);
+      }
     if (terminator) {
       // State copy-back: result i replaces its slot unless already there.
       for (auto [r, v] : llvm::enumerate(op->getOperands())) {

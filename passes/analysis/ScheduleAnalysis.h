@@ -38,6 +38,10 @@ struct FunctionSchedule {
   std::vector<::braid::sched::SchedOp> sched;
   std::vector<::braid::sched::OpAccesses> accesses;
   std::vector<::braid::sched::CollectiveUse> collectives;
+  /// The arguments that are not state, with their bytes: the runtime
+  /// copies them in before the first op (sched::firstEntryOverlap).
+  SmallVector<BlockArgument> entryArguments;
+  std::vector<::braid::sched::Access> entryAccesses;
   int numStreams = 1;
   /// Human names of storage spaces, for messages.
   std::vector<std::string> spaceNames;

@@ -187,3 +187,34 @@ func.func @self_overlap(%x: tensor<4x8xf32> {braid.input = "x", braid.buffer = a
   %q = braid.add %e, %e {braid.buffers = array<i64: 1472, 128>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s, %y, %c, %p, %q : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The inputs are copied into their buffers before the first op, so two
+// that share bytes overwrite each other where no op's access shows it.
+// expected-error@+1 {{@inputs_overlap: input 'x' and input 'y' share bytes [128, 256) of the arena (each is copied in before the first op)}}
+func.func @inputs_overlap(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}, %y: tensor<64xf32> {braid.input = "y", braid.buffer = array<i64: 128, 256>}) -> (tensor<64xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
+  %z = braid.add %x, %y {braid.buffers = array<i64: 512, 256>} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %z : tensor<64xf32>
+}
+
+// -----
+
+// Attention computes its updated k cache in place of its k cache and v in
+// place of v, not crossed: the updated k cache (result #1) exactly on the v
+// cache operand's bytes is an overlap, although the bytes match.
+func.func @attention_crossed_caches(%q: tensor<1x1x2x4xf32> {braid.input = "q", braid.buffer = array<i64: 0, 256>}, %pos: tensor<1xi32> {braid.input = "pos", braid.buffer = array<i64: 256, 256>}, %kc: tensor<1x8x1x4xf32> {braid.input = "kc", braid.buffer = array<i64: 512, 256>}, %vc: tensor<1x8x1x4xf32> {braid.input = "vc", braid.buffer = array<i64: 768, 256>}) -> (tensor<1x1x2x4xf32> {braid.output = "o"}, tensor<1x8x1x4xf32> {braid.output = "k2"}, tensor<1x8x1x4xf32> {braid.output = "v2"}) attributes {braid.arena_size = 2048 : i64} {
+  %k = braid.slice %q offsets [0, 0, 0, 0] sizes [1, 1, 1, 4] {braid.buffers = array<i64: 1024, 256>} : tensor<1x1x2x4xf32> -> tensor<1x1x1x4xf32>
+  // expected-error@+1 {{'braid.attention' op writes bytes [768, 896) of the arena that it also reads or writes through another operand or result}}
+  %o, %kc2, %vc2 = braid.attention %q, %k, %k cache(%kc, %vc) at %pos {causal, num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, braid.buffers = array<i64: 1280, 256, 768, 256, 512, 256>} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  return %o, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}
+
+// -----
+
+// The same attention with each cache updated in place of itself verifies.
+func.func @attention_caches_in_place(%q: tensor<1x1x2x4xf32> {braid.input = "q", braid.buffer = array<i64: 0, 256>}, %pos: tensor<1xi32> {braid.input = "pos", braid.buffer = array<i64: 256, 256>}, %kc: tensor<1x8x1x4xf32> {braid.input = "kc", braid.buffer = array<i64: 512, 256>}, %vc: tensor<1x8x1x4xf32> {braid.input = "vc", braid.buffer = array<i64: 768, 256>}) -> (tensor<1x1x2x4xf32> {braid.output = "o"}, tensor<1x8x1x4xf32> {braid.output = "k2"}, tensor<1x8x1x4xf32> {braid.output = "v2"}) attributes {braid.arena_size = 2048 : i64} {
+  %k = braid.slice %q offsets [0, 0, 0, 0] sizes [1, 1, 1, 4] {braid.buffers = array<i64: 1024, 256>} : tensor<1x1x2x4xf32> -> tensor<1x1x1x4xf32>
+  %o, %kc2, %vc2 = braid.attention %q, %k, %k cache(%kc, %vc) at %pos {causal, num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, braid.buffers = array<i64: 1280, 256, 512, 256, 768, 256>} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  return %o, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}

@@ -461,6 +461,33 @@ TEST(PlanLoader, RejectsAnOpOverlappingItself) {
   EXPECT_CONTAINS(loadError(half), "op 0 (add, stream 0) writes bytes");
 }
 
+// The inputs are copied in before the first op: two that share bytes
+// would overwrite each other where no op's access shows it.
+TEST(PlanLoader, RejectsInputsSharingBytes) {
+  auto build = [](int64_t yAt) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8});
+    int y = f.input("y", {2, 8});
+    int z = f.tensor({2, 8});
+    f.op(OpCode::Add, {x, y}, {z});
+    f.output("z", z);
+    plan::FunctionT &fn = *pb.plan().functions[0];
+    fn.tensors[size_t(x)]->buffer_offset = 0;
+    fn.tensors[size_t(y)]->buffer_offset = yAt;
+    fn.tensors[size_t(z)]->buffer_offset = 512;
+    fn.arena_size = std::max<int64_t>(fn.arena_size, 1024);
+    return pb;
+  };
+  PlanBuilder apart = build(256);
+  auto loaded = loadPlan(apart.finish());
+  EXPECT_TRUE(loaded) << loaded.status().message();
+  PlanBuilder overlapping = build(32); // 64 bytes each
+  EXPECT_CONTAINS(loadError(overlapping),
+                  "function 'main': inputs 'x' and 'y' share bytes [32, 64) "
+                  "of the arena (each is copied in before the first op)");
+}
+
 TEST(PlanLoader, RejectsWrongArity) {
   PlanBuilder pb = goodPlan();
   pb.plan().functions[0]->ops[1]->operands.push_back(1);

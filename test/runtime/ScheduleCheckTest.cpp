@@ -170,13 +170,40 @@ TEST(ScheduleCheck, AnOpMustNotOverlapItself) {
   EXPECT_EQ(twoResults[0].access.begin, 96);
   EXPECT_EQ(twoResults[0].access.end, 128);
   EXPECT_EQ(one({rd(0, 64), wr(0, 64)}).size(), 1u); // not marked in place
-  Access inPlace = rd(0, 64);
-  inPlace.inPlace = true;
-  EXPECT_TRUE(one({inPlace, wr(0, 64)}).empty());
-  EXPECT_EQ(one({inPlace, wr(32, 96)}).size(), 1u);    // in place, not exactly
+  Access inPlace = rd(0, 64), result = wr(0, 64), otherResult = wr(0, 64);
+  inPlace.inPlace = result.inPlace = 1;
+  otherResult.inPlace = 2;
+  EXPECT_TRUE(one({inPlace, result}).empty());
+  EXPECT_EQ(one({inPlace, wr(0, 64)}).size(), 1u); // the write is not its own
+  // Attention's updated k cache over its v cache operand: tags differ.
+  EXPECT_EQ(one({inPlace, otherResult}).size(), 1u);
+  Access shifted = wr(32, 96);
+  shifted.inPlace = 1;
+  EXPECT_EQ(one({inPlace, shifted}).size(), 1u);       // in place, not exactly
   EXPECT_TRUE(one({rd(0, 64), wr(0, 64, 1)}).empty()); // another space
   EXPECT_TRUE(one({rd(0, 64), rd(0, 64)}).empty());    // reads only
   EXPECT_TRUE(one({rd(0, 64), wr(0, 64)}, true).empty());
+}
+
+// The inputs are copied in before the first op: two that share bytes are
+// reported (the first pair in byte order), whatever their order in the list.
+TEST(ScheduleCheck, EntryValuesMustNotShareBytes) {
+  EXPECT_FALSE(firstEntryOverlap({}));
+  EXPECT_FALSE(firstEntryOverlap({wr(0, 64), wr(64, 128), wr(0, 64, 1)}));
+  EXPECT_FALSE(firstEntryOverlap({wr(0, 64), wr(32, 32)})); // empty
+  auto o = firstEntryOverlap({wr(256, 512), wr(0, 64), wr(480, 600)});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->first, 0u);
+  EXPECT_EQ(o->second, 2u);
+  EXPECT_EQ(o->both.begin, 480);
+  EXPECT_EQ(o->both.end, 512);
+  // Contained in a long earlier one, past a short one in between.
+  auto inside = firstEntryOverlap({wr(0, 1000), wr(100, 110), wr(500, 600)});
+  ASSERT_TRUE(inside);
+  EXPECT_EQ(inside->first, 0u);
+  EXPECT_EQ(inside->second, 1u);
+  EXPECT_EQ(inside->both.begin, 100);
+  EXPECT_EQ(inside->both.end, 110);
 }
 
 TEST(ScheduleCheck, AReadMustSeeItsProducersWrite) {
