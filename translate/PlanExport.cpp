@@ -428,7 +428,8 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
 
   auto &ops = out->ops;
   int numEvents = 0;
-  llvm::DenseMap<Value, int> eventIds;
+  // An IR event is the plan events a wait on it must wait for (below).
+  llvm::DenseMap<Value, SmallVector<int>> eventIds;
   std::map<int64_t, int> lastOpOfStream;              // plan op index
   std::map<int64_t, std::vector<int>> pendingWaits;   // events per stream
   llvm::DenseMap<Value, std::pair<int, int64_t>> startOf; // handle -> op, stream
@@ -449,19 +450,32 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
     }
     // Events are attributes of plan ops: a record marks the last op issued
     // so far on its stream, a wait holds back the next op on its stream.
+    // An IR record also covers what its stream has waited for since that
+    // op (as cudaEventRecord after cudaStreamWaitEvent does): those waits
+    // are not on any plan op yet, so a wait on this event waits for their
+    // events too.
     if (auto record = dyn_cast<EventRecordOp>(op)) {
-      auto last = lastOpOfStream.find(getStream(&op).value_or(0));
-      if (last == lastOpOfStream.end())
-        continue; // nothing issued yet: the event is complete already
-      int id = numEvents++;
-      ops[size_t(last->second)]->record_events.push_back(id);
-      eventIds[record.getEvent()] = id;
+      int64_t stream = getStream(&op).value_or(0);
+      SmallVector<int> ids;
+      if (auto last = lastOpOfStream.find(stream);
+          last != lastOpOfStream.end()) {
+        ids.push_back(numEvents++);
+        ops[size_t(last->second)]->record_events.push_back(ids.back());
+      }
+      if (auto waits = pendingWaits.find(stream); waits != pendingWaits.end())
+        ids.append(waits->second.begin(), waits->second.end());
+      // Empty: nothing issued or awaited yet, the event is complete.
+      eventIds[record.getEvent()] = std::move(ids);
       continue;
     }
     if (auto wait = dyn_cast<EventWaitOp>(op)) {
-      auto id = eventIds.find(wait.getEvent());
-      if (id != eventIds.end())
-        pendingWaits[getStream(&op).value_or(0)].push_back(id->second);
+      auto ids = eventIds.find(wait.getEvent());
+      if (ids != eventIds.end()) {
+        std::vector<int> &waits = pendingWaits[getStream(&op).value_or(0)];
+        for (int id : ids->second)
+          if (!llvm::is_contained(waits, id))
+            waits.push_back(id);
+      }
       continue;
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {

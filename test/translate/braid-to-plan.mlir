@@ -96,6 +96,32 @@ func.func @decode(%x: tensor<1x8xbf16> {braid.input = "x"}, %kc: tensor<1x16x1x4
   return %b, %kc : tensor<1x8xbf16>, tensor<1x16x1x4xbf16>
 }
 
+// An event recorded after a wait, before its stream issues anything more,
+// covers the waited work too (as cudaEventRecord after cudaStreamWaitEvent):
+// a wait on it waits for the relayed events as well. Stream 1 relays
+// stream 0's silu to stream 2 with no op of its own yet, then after its own
+// silu records again behind a second wait.
+// CHECK-LABEL: func "relay" arena 1280 streams 3 events 3 handles 0
+// CHECK: %[[A:[0-9]+]] = silu %0 {record_events = [0, 1]}
+// CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = none, stream = 2, wait_events = [0]}
+// CHECK-NEXT: %[[C:[0-9]+]] = silu %0 {stream = 1, wait_events = [0], record_events = [2]}
+// CHECK-NEXT: %{{[0-9]+}} = add %[[C]], %[[A]] {stream = 2, wait_events = [2, 1]}
+func.func @relay(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor<64xf32> {braid.output = "y"}, tensor<64xf32> {braid.output = "z"}) {
+  %a = braid.silu %x {braid.stream = 0 : i64} : tensor<64xf32>
+  %e1 = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e1 {braid.stream = 1 : i64}
+  %e2 = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e2 {braid.stream = 2 : i64}
+  %b = braid.gelu none %a {braid.stream = 2 : i64} : tensor<64xf32>
+  %c = braid.silu %x {braid.stream = 1 : i64} : tensor<64xf32>
+  %e3 = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e3 {braid.stream = 1 : i64}
+  %e4 = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e4 {braid.stream = 2 : i64}
+  %d = braid.add %c, %a {braid.stream = 2 : i64} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %b, %d : tensor<64xf32>, tensor<64xf32>
+}
+
 // Private functions are helpers, not plan entries.
 // CHECK-NOT: func "helper"
 func.func private @helper(%x: tensor<1x8xbf16>) -> tensor<1x8xbf16> {
