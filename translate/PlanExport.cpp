@@ -739,7 +739,9 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
     if (!checked)
       return emitError(module_.getLoc(),
                        "refusing to emit an unsafe schedule: ")
-                 << checked.status().message(),
+                 << checked.status().message()
+                 << " (op numbers count the plan's ops; braid-opt "
+                    "--braid-verify-schedule names them in the IR)",
              failure();
   }
   return bytes;
