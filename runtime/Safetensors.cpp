@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string_view>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -445,6 +446,48 @@ std::string badShardName(const std::string &shard) {
   return "";
 }
 
+// What to say about PyTorch checkpoint files (pickles: never read): how to
+// convert them.
+constexpr const char *kConvertPyTorch =
+    "Braid reads safetensors only, not PyTorch's pickled .bin files: "
+    "convert the checkpoint with transformers, e.g. "
+    "AutoModelForCausalLM.from_pretrained(DIR).save_pretrained(OUT, "
+    "safe_serialization=True)";
+
+// The PyTorch checkpoint files transformers writes (save_pretrained with
+// safe_serialization=False: pytorch_model.bin, or shards
+// pytorch_model-00001-of-00002.bin and pytorch_model.bin.index.json) in
+// directory `dir`, sorted.
+std::vector<std::string> pytorchFilesIn(const std::string &dir) {
+  std::vector<std::string> found;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return found;
+  while (const struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("pytorch_model", 0) == 0 &&
+        (endsWith(name, ".bin") || endsWith(name, ".bin.index.json")))
+      found.push_back(std::move(name));
+  }
+  ::closedir(d);
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Whether `path`, which did not open as safetensors, looks like a PyTorch
+// checkpoint: named *.bin, or a zip archive (torch.save's format).
+bool looksLikePyTorch(const std::string &path) {
+  if (endsWith(path, ".bin"))
+    return true;
+  auto opened = openRegularFile(path, "checkpoint");
+  if (!opened)
+    return false;
+  char head[4] = {};
+  ssize_t got = ::pread(opened->fd, head, sizeof(head), 0);
+  ::close(opened->fd);
+  return got == 4 && std::memcmp(head, "PK\3\4", 4) == 0;
+}
+
 std::string directoryOf(const std::string &path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos)
@@ -467,7 +510,9 @@ Expected<Checkpoint> Checkpoint::open(const std::string &path) {
       return openIndex(path);
     auto file = SafetensorsFile::open(path);
     if (!file)
-      return file.status();
+      return looksLikePyTorch(path)
+                 ? errorf(file.status().message(), "; ", kConvertPyTorch)
+                 : file.status();
     return Checkpoint(file.take());
   }
   std::string dir = endsWith(path, "/") ? path : path + "/";
@@ -481,9 +526,22 @@ Expected<Checkpoint> Checkpoint::open(const std::string &path) {
     return errorf("checkpoint directory '", path, "' holds both ",
                   kSingleFileName, " and ", kIndexFileName,
                   "; pass the one to load with --weights");
-  if (!single && !index)
+  if (!single && !index) {
+    std::vector<std::string> pytorch = pytorchFilesIn(dir);
+    std::string found;
+    constexpr size_t kListed = 3;
+    for (size_t i = 0; i < std::min(pytorch.size(), kListed); ++i)
+      found += (i ? ", '" : "'") + pytorch[i] + "'";
+    if (pytorch.size() > kListed)
+      found += " and " + std::to_string(pytorch.size() - kListed) + " more";
+    if (!found.empty())
+      return errorf("checkpoint directory '", path, "' holds neither ",
+                    kSingleFileName, " nor ", kIndexFileName,
+                    " but a PyTorch checkpoint (", found, "); ",
+                    kConvertPyTorch);
     return errorf("checkpoint directory '", path, "' holds neither ",
                   kSingleFileName, " nor ", kIndexFileName);
+  }
   // Not open() again: a directory named model.safetensors is refused as not
   // a regular file, not searched in turn.
   if (index)
@@ -571,7 +629,10 @@ Expected<Checkpoint> Checkpoint::openIndex(const std::string &path) {
   for (const std::string &shard : shardNames) {
     auto file = SafetensorsFile::open(dir + "/" + shard);
     if (!file)
-      return errorf(where, ": shard '", shard, "': ", file.status().message());
+      return errorf(where, ": shard '", shard, "': ", file.status().message(),
+                    endsWith(shard, ".bin")
+                        ? std::string("; ") + kConvertPyTorch
+                        : std::string());
     ckpt.shards_.push_back(file.take());
   }
   for (size_t i = 0; i < shardNames.size(); ++i)
@@ -625,13 +686,16 @@ bool braid::rt::isKnownUnusedBuffer(const std::string &name) {
   // attention is causal by construction. Only exactly this name shape, so
   // a real attention bias of another family is never skipped.
   // GPT-NeoX (older Pythia checkpoints) saves the same two buffers as
-  // "gpt_neox.layers.N.attention.bias" and ".attention.masked_bias".
+  // "gpt_neox.layers.N.attention.bias" and ".attention.masked_bias"
+  // ("layers.N.attention.bias" in a base model's checkpoint).
   std::string_view rest = name;
   if (rest.substr(0, 12) == "transformer.")
     rest.remove_prefix(12);
   std::string_view layers = "h.", suffix = ".attn.";
-  if (rest.substr(0, 16) == "gpt_neox.layers.") {
-    layers = "gpt_neox.layers.";
+  if (rest.substr(0, 16) == "gpt_neox.layers.")
+    rest.remove_prefix(9);
+  if (rest.substr(0, 7) == "layers.") {
+    layers = "layers.";
     suffix = ".attention.";
   }
   if (rest.substr(0, layers.size()) != layers)
@@ -646,18 +710,42 @@ bool braid::rt::isKnownUnusedBuffer(const std::string &name) {
   return rest == "bias" || rest == "masked_bias";
 }
 
-// The checkpoint tensor that holds plan parameter `name`, or "".
-static std::string checkpointName(const Checkpoint &ckpt,
-                                  const std::string &name) {
-  for (std::string candidate : {name, "transformer." + name})
-    if (ckpt.contains(candidate))
-      return candidate;
-  // GPT-NeoX's LM head: "embed_out.weight" on the Hub, "lm_head.weight" as
-  // transformers 5 names the module.
-  if (name == "embed_out.weight" && ckpt.contains("lm_head.weight"))
-    return "lm_head.weight";
-  return "";
+namespace {
+// Hugging Face's base_model_prefix of each family Braid builds: a
+// *ForCausalLM checkpoint names the base model's tensors "<prefix><name>",
+// a base model's own (LlamaModel, Qwen2Model, GPTNeoXModel, GPT2Model
+// save_pretrained) "<name>".
+constexpr std::string_view kBasePrefixes[] = {"model.", "gpt_neox.",
+                                              "transformer."};
+// GPT-2's: Braid names GPT-2's parameters as its base model does.
+constexpr std::string_view kGpt2Prefix = "transformer.";
+
+// The LM heads live outside the base model: never prefixed, never stripped.
+bool isLmHead(const std::string &name) {
+  return name == "lm_head.weight" || name == "embed_out.weight";
 }
+
+// The other spelling of plan parameter `name` in a checkpoint, if any: the
+// name without its base-model prefix when it has one, else with GPT-2's.
+// `kind` says which (the prefix, and whether it is added), so that the
+// spellings chosen can be compared between parameters of one kind.
+std::string otherSpelling(const std::string &name,
+                          std::string *kind = nullptr) {
+  if (isLmHead(name))
+    return "";
+  for (std::string_view prefix : kBasePrefixes)
+    if (name.size() > prefix.size() &&
+        name.compare(0, prefix.size(), prefix) == 0) {
+      if (kind)
+        *kind = "-" + std::string(prefix);
+      return name.substr(prefix.size());
+    }
+  if (kind)
+    *kind = "+" + std::string(kGpt2Prefix);
+  return std::string(kGpt2Prefix) + name;
+}
+
+} // namespace
 
 static bool planHasParameter(const plan::Plan &p, std::string_view name) {
   if (p.parameters())
@@ -671,19 +759,69 @@ Expected<CheckpointMatch> braid::rt::matchCheckpoint(const plan::Plan &p,
                                                      const Checkpoint &ckpt) {
   CheckpointMatch match;
   std::set<std::string> used;
+  // Per kind of other spelling (otherSpelling), the first parameter (and
+  // its tensor) read under the plan's spelling and under the other one: a
+  // checkpoint that mixes the two is refused.
+  using Read = std::optional<std::pair<std::string, std::string>>;
+  std::map<std::string, std::pair<Read, Read>> firstReads;
+  // Whether some parameter was read without its base-model prefix.
+  bool readStripped = false;
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
       std::string name = param->name()->str();
-      std::string source = checkpointName(ckpt, name);
-      if (source.empty())
-        return errorf(
-            "parameter '", name, "': checkpoint '", ckpt.path(),
-            "' has no tensor '", name, "' (nor 'transformer.", name, "')",
-            name == "lm_head.weight"
-                ? "; the plan has its own LM head (its config has "
-                  "tie_word_embeddings false), so the checkpoint must hold "
-                  "it: the embedding is not used in its place"
-                : "");
+      std::string kind;
+      std::string other = otherSpelling(name, &kind);
+      bool hasPlan = ckpt.contains(name);
+      bool hasOther = !other.empty() && ckpt.contains(other);
+      if (hasPlan && hasOther)
+        return errorf("parameter '", name, "': checkpoint '", ckpt.path(),
+                      "' holds both '", name, "' and '", other,
+                      "' (the name with and without the base model's "
+                      "prefix): ambiguous, refusing to pick one");
+      std::string source;
+      if (hasPlan || hasOther) {
+        source = hasPlan ? name : other;
+        if (!other.empty()) {
+          auto &[byPlan, byOther] = firstReads[kind];
+          Read &first = hasPlan ? byPlan : byOther;
+          if (!first)
+            first = std::make_pair(name, source);
+          if (byPlan && byOther)
+            return errorf(
+                "checkpoint '", ckpt.path(),
+                "' mixes two naming layouts: parameter '", byPlan->first,
+                "' is read from '", byPlan->second, "' but parameter '",
+                byOther->first, "' from '", byOther->second,
+                "' (a checkpoint names every tensor with the base model's "
+                "prefix or every one without it)");
+          readStripped = readStripped || (hasOther && kind[0] == '-');
+        }
+      } else if (name == "embed_out.weight" &&
+                 ckpt.contains("lm_head.weight")) {
+        // GPT-NeoX's LM head: "embed_out.weight" on the Hub,
+        // "lm_head.weight" as transformers 5 names the module.
+        source = "lm_head.weight";
+      } else {
+        // Name every spelling tried.
+        std::string tried = "'" + name + "'";
+        if (!other.empty())
+          tried += " (nor '" + other + "')";
+        else if (name == "embed_out.weight")
+          tried += " (nor 'lm_head.weight')";
+        std::string why;
+        if (name == "lm_head.weight")
+          why = "; the plan has its own LM head (its config has "
+                "tie_word_embeddings false), so the checkpoint must hold "
+                "it: the embedding is not used in its place";
+        // A base model's checkpoint (names without the prefix) has no head.
+        if (isLmHead(name) && readStripped)
+          why += std::string(why.empty() ? "; " : " (") +
+                 "the checkpoint names its tensors without the base model's "
+                 "prefix, as a base model without an LM head saves them" +
+                 (why.empty() ? "" : ")");
+        return errorf("parameter '", name, "': checkpoint '", ckpt.path(),
+                      "' has no tensor ", tried, why);
+      }
       used.insert(source);
       match.sources.push_back(std::move(source));
     }

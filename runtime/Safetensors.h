@@ -33,15 +33,29 @@
 // empty, `.` or `..` component), every listed tensor is in its shard, every
 // shard tensor is listed and mapped to that shard. Each shard is opened
 // (mapped) once; ranks read only their slices (readSlice).
+// PyTorch's pickled checkpoints (`pytorch_model.bin`, its shards and
+// index) are never read; the error for a directory holding only those, or
+// for such a file, says so and how to convert it.
 //
-// Checkpoint name resolution (matchCheckpoint), for plan parameter `name`,
-// first match wins:
-//   1. `name` itself;
-//   2. "transformer." + name (GPT-2 checkpoints saved from GPT2LMHeadModel:
-//      "transformer.wte.weight" for "wte.weight", "transformer.h.0.ln_1.weight"
-//      for "h.0.ln_1.weight");
-//   3. for GPT-NeoX's "embed_out.weight" (the Hub's name), "lm_head.weight"
-//      (transformers 5's).
+// Checkpoint name resolution (matchCheckpoint). Plan parameter `name` is
+// read from the tensor of that name or from its other spelling, which is
+//   - `name` without its first component when that is a family's base-model
+//     prefix ("model.", "gpt_neox.", "transformer."): a base model's
+//     checkpoint (LlamaModel, Qwen2Model, GPTNeoXModel save_pretrained)
+//     holds "embed_tokens.weight" for "model.embed_tokens.weight", as
+//     transformers' base_model_prefix handling loads it;
+//   - otherwise "transformer." + name (GPT-2, whose parameters Braid names
+//     as GPT2Model does: GPT2LMHeadModel's checkpoints hold
+//     "transformer.wte.weight" for "wte.weight");
+//   - none for the LM heads "lm_head.weight" and "embed_out.weight", which
+//     are outside the base model.
+// A checkpoint holding both spellings of one parameter is ambiguous and an
+// error, and so is one that mixes them (of the parameters whose other
+// spelling adds or strips the same prefix, some read under the plan's name,
+// others under the other spelling). For GPT-NeoX's
+// "embed_out.weight" (the Hub's name), "lm_head.weight" (transformers 5's)
+// is read when the checkpoint has no "embed_out.weight". A missing
+// parameter's error names every spelling tried.
 // There is no fallback for "lm_head.weight": the importer reads the
 // embedding as the head itself when tie_word_embeddings is true (the plan
 // then has no lm_head.weight), so a plan that asks for it was compiled from
@@ -162,7 +176,8 @@ private:
 /// one is no sign of a wrong checkpoint: `*rotary_emb.inv_freq` (recomputed
 /// from rope_theta) and GPT-2's causal-mask buffers `h.N.attn.bias` and
 /// `h.N.attn.masked_bias` (with or without the "transformer." prefix), and
-/// GPT-NeoX's `gpt_neox.layers.N.attention.bias` / `.masked_bias`.
+/// GPT-NeoX's `gpt_neox.layers.N.attention.bias` / `.masked_bias` (with or
+/// without the "gpt_neox." prefix).
 bool isKnownUnusedBuffer(const std::string &name);
 
 /// How a plan's parameters map onto a checkpoint's tensors.

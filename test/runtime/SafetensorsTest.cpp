@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -548,9 +549,8 @@ TEST(SafetensorsLoad, LmHeadIsNeverTheEmbedding) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(),
             "parameter 'lm_head.weight': checkpoint '" + path +
-                "' has no tensor 'lm_head.weight' (nor "
-                "'transformer.lm_head.weight'); the plan has its own LM head "
-                "(its config has tie_word_embeddings false), so the "
+                "' has no tensor 'lm_head.weight'; the plan has its own LM "
+                "head (its config has tie_word_embeddings false), so the "
                 "checkpoint must hold it: the embedding is not used in its "
                 "place");
   // A checkpoint that has lm_head.weight uses it, not the embedding.
@@ -587,7 +587,7 @@ TEST(SafetensorsLoad, HeadInCheckpointOfTiedPlanIsUnused) {
                            "true)");
 }
 
-TEST(SafetensorsLoad, Gpt2TransformerPrefixAndPlainNameFirst) {
+TEST(SafetensorsLoad, Gpt2TransformerPrefix) {
   PlanBuilder pb(1);
   pb.param("wte.weight", {4, 2}, {4, 2});
   pb.param("h.0.ln_1.weight", {2}, {2});
@@ -595,31 +595,228 @@ TEST(SafetensorsLoad, Gpt2TransformerPrefixAndPlainNameFirst) {
   LoadedPlan plan = load(pb);
   std::string path = tempPath();
   auto wte = ramp(8), ln = ramp(2, 1.1f);
-  ASSERT_TRUE(writeSafetensors(
-      path,
-      {{"transformer.wte.weight",
-        HostTensor::fromFloats(DType::F32, {4, 2}, wte)},
-       {"transformer.h.0.ln_1.weight",
-        HostTensor::fromFloats(DType::F32, {2}, ln)},
-       // Plain name wins over the prefixed one.
-       {"h.0.ln_1.weight", HostTensor::fromFloats(DType::F32, {2}, {7, 8})}}));
-  // Both spellings of h.0.ln_1.weight: the prefixed one is then unused.
+  // GPT2LMHeadModel's names.
+  ASSERT_TRUE(
+      writeSafetensors(path, {{"transformer.wte.weight",
+                               HostTensor::fromFloats(DType::F32, {4, 2}, wte)},
+                              {"transformer.h.0.ln_1.weight",
+                               HostTensor::fromFloats(DType::F32, {2}, ln)}}));
   auto file = SafetensorsFile::open(path);
   ASSERT_TRUE(file) << file.status().message();
-  auto strict = ThreadedRunner::create(plan, 0);
-  ASSERT_TRUE(strict);
-  Status st = loadCheckpointParameters((*strict)->rank(0), plan, 0, *file);
-  ASSERT_FALSE(st);
-  EXPECT_HAS(st.message(), "holds 1 tensor the plan does not use: "
-                           "'transformer.h.0.ln_1.weight'");
   auto runner = ThreadedRunner::create(plan, 0);
   ASSERT_TRUE(runner);
+  ASSERT_OK(loadCheckpointParameters((*runner)->rank(0), plan, 0, *file));
+  EXPECT_EQ((*runner)->rank(0).parameter(0).toFloats(), wte);
+  EXPECT_EQ((*runner)->rank(0).parameter(1).toFloats(), ln);
+}
+
+namespace {
+// The tensors of `tensors` renamed by `rename` (names it maps to "" are
+// left out).
+std::vector<std::pair<std::string, HostTensor>>
+renamed(const std::vector<std::pair<std::string, HostTensor>> &tensors,
+        const std::function<std::string(const std::string &)> &rename) {
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const auto &[name, t] : tensors)
+    if (std::string to = rename(name); !to.empty())
+      out.emplace_back(to, t);
+  return out;
+}
+
+// `name` without its base-model prefix, as a base model's checkpoint
+// (LlamaModel.save_pretrained) names it.
+std::string withoutBasePrefix(const std::string &name) {
+  for (std::string prefix : {"model.", "gpt_neox.", "transformer."})
+    if (name.rfind(prefix, 0) == 0)
+      return name.substr(prefix.size());
+  return name;
+}
+
+// matchCheckpoint's error for `tensors` against `pb`'s plan.
+std::string
+matchError(const PlanBuilder &pb,
+           const std::vector<std::pair<std::string, HostTensor>> &tensors) {
+  LoadedPlan plan = load(pb);
+  std::string path = tempPath();
+  EXPECT_TRUE(writeSafetensors(path, tensors));
+  auto file = SafetensorsFile::open(path);
+  EXPECT_TRUE(file) << file.status().message();
+  if (!file)
+    return "";
+  auto match = matchCheckpoint(plan.root(), Checkpoint(*file));
+  EXPECT_FALSE(match);
+  return match ? "" : match.status().message();
+}
+} // namespace
+
+// A base model's checkpoint (LlamaModel, GPTNeoXModel save_pretrained)
+// names its tensors without the family's base-model prefix: transformers
+// loads it into the *ForCausalLM model, and so does Braid, bit for bit.
+TEST(SafetensorsLoad, BaseModelCheckpointWithoutPrefix) {
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    PlanBuilder pb = lmPlan(tp, DType::F32);
+    LoadedPlan plan = load(pb);
+    auto tensors = checkpointFor(pb, 11, DType::F32);
+    std::string prefixed = tempPath("_prefixed"), bare = tempPath("_bare");
+    ASSERT_TRUE(writeSafetensors(prefixed, tensors));
+    ASSERT_TRUE(writeSafetensors(bare, renamed(tensors, withoutBasePrefix)));
+    auto bareFile = SafetensorsFile::open(bare);
+    ASSERT_TRUE(bareFile) << bareFile.status().message();
+    auto match = matchCheckpoint(plan.root(), Checkpoint(*bareFile));
+    ASSERT_TRUE(match) << match.status().message();
+    EXPECT_EQ(match->sources,
+              (std::vector<std::string>{
+                  "embed_tokens.weight", "norm.weight", "mlp.up_proj.weight",
+                  "mlp.down_proj.weight", "lm_head.weight"}));
+    EXPECT_TRUE(match->unused.empty());
+    auto want = loadedRunner(plan, prefixed), got = loadedRunner(plan, bare);
+    ASSERT_TRUE(want && got);
+    for (int r = 0; r < tp; ++r)
+      for (int i = 0; i < 5; ++i)
+        EXPECT_EQ(got->rank(r).parameter(i).bytes,
+                  want->rank(r).parameter(i).bytes)
+            << "rank " << r << " parameter " << i;
+    auto wantOut = runLm(*want), gotOut = runLm(*got);
+    ASSERT_TRUE(wantOut && gotOut);
+    for (int r = 0; r < tp; ++r)
+      EXPECT_EQ((*gotOut)[size_t(r)].at("logits").bytes,
+                (*wantOut)[size_t(r)].at("logits").bytes);
+  }
+  // GPT-NeoX: "gpt_neox." stripped; transformers 5's "lm_head.weight" still
+  // stands for "embed_out.weight"; the causal-mask buffers are skipped.
+  PlanBuilder neox(1);
+  neox.param("gpt_neox.embed_in.weight", {4, 2}, {4, 2});
+  neox.param("gpt_neox.layers.0.attention.dense.bias", {2}, {2});
+  neox.param("embed_out.weight", {4, 2}, {4, 2});
+  neox.function("main");
+  LoadedPlan plan = load(neox);
+  std::string path = tempPath("_neox");
+  auto t = [](Shape shape) {
+    return HostTensor::fromFloats(DType::F32, shape,
+                                  ramp(size_t(numElements(shape))));
+  };
+  ASSERT_TRUE(
+      writeSafetensors(path, {{"embed_in.weight", t({4, 2})},
+                              {"layers.0.attention.dense.bias", t({2})},
+                              {"layers.0.attention.bias", t({1, 1, 4, 4})},
+                              {"layers.0.attention.masked_bias", t({})},
+                              {"lm_head.weight", t({4, 2})}}));
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  auto match = matchCheckpoint(plan.root(), Checkpoint(*file));
+  ASSERT_TRUE(match) << match.status().message();
+  EXPECT_EQ(match->sources,
+            (std::vector<std::string>{"embed_in.weight",
+                                      "layers.0.attention.dense.bias",
+                                      "lm_head.weight"}));
+  EXPECT_TRUE(match->unused.empty());
+  EXPECT_EQ(match->skipped,
+            (std::vector<std::string>{"layers.0.attention.bias",
+                                      "layers.0.attention.masked_bias"}));
+  // GPT-2's base model names are Braid's own: read as they are.
+  PlanBuilder gpt2(1);
+  gpt2.param("wte.weight", {4, 2}, {4, 2});
+  gpt2.function("main");
+  LoadedPlan gpt2Plan = load(gpt2);
+  std::string gpt2Path = tempPath("_gpt2");
+  ASSERT_TRUE(writeSafetensors(gpt2Path, {{"wte.weight", t({4, 2})}}));
+  auto gpt2File = SafetensorsFile::open(gpt2Path);
+  ASSERT_TRUE(gpt2File) << gpt2File.status().message();
+  auto gpt2Match = matchCheckpoint(gpt2Plan.root(), Checkpoint(*gpt2File));
+  ASSERT_TRUE(gpt2Match) << gpt2Match.status().message();
+  EXPECT_EQ(gpt2Match->sources, std::vector<std::string>{"wte.weight"});
+}
+
+// Both spellings of one tensor: which one is meant is a guess, so it is an
+// error, --allow-unused-weights or not (the other one is not merely unused).
+TEST(SafetensorsLoad, BothSpellingsOfATensorAreAmbiguous) {
+  PlanBuilder pb = lmPlan(2, DType::F32);
+  auto tensors = renamed(checkpointFor(pb, 12, DType::F32), withoutBasePrefix);
+  tensors.emplace_back("model.norm.weight",
+                       HostTensor::fromFloats(DType::F32, {8}, ramp(8)));
+  std::string want = "parameter 'model.norm.weight': checkpoint '" +
+                     tempPath() +
+                     "' holds both 'model.norm.weight' and 'norm.weight' (the "
+                     "name with and without the base model's prefix): "
+                     "ambiguous, refusing to pick one";
+  EXPECT_EQ(matchError(pb, tensors), want);
+  LoadedPlan plan = load(pb);
+  auto file = SafetensorsFile::open(tempPath());
+  ASSERT_TRUE(file) << file.status().message();
   CheckpointLoadOptions lo;
   lo.allowUnusedWeights = true;
-  ASSERT_OK(loadCheckpointParameters((*runner)->rank(0), plan, 0, *file, lo));
-  EXPECT_EQ((*runner)->rank(0).parameter(0).toFloats(), wte);
-  EXPECT_EQ((*runner)->rank(0).parameter(1).toFloats(),
-            (std::vector<float>{7, 8}));
+  Status st = loadCheckpointParameters(
+      [](const std::string &, HostTensor) { return Status::ok(); }, plan, 0,
+      *file, lo);
+  EXPECT_EQ(st.message(), want);
+
+  // GPT-2 alike: "h.0.ln_1.weight" and "transformer.h.0.ln_1.weight".
+  PlanBuilder gpt2(1);
+  gpt2.param("wte.weight", {4, 2}, {4, 2});
+  gpt2.param("h.0.ln_1.weight", {2}, {2});
+  gpt2.function("main");
+  EXPECT_EQ(
+      matchError(gpt2, {{"transformer.wte.weight",
+                         HostTensor::fromFloats(DType::F32, {4, 2}, ramp(8))},
+                        {"transformer.h.0.ln_1.weight",
+                         HostTensor::fromFloats(DType::F32, {2}, ramp(2))},
+                        {"h.0.ln_1.weight",
+                         HostTensor::fromFloats(DType::F32, {2}, {7, 8})}}),
+      "parameter 'h.0.ln_1.weight': checkpoint '" + tempPath() +
+          "' holds both 'h.0.ln_1.weight' and 'transformer.h.0.ln_1.weight' "
+          "(the name with and without the base model's prefix): ambiguous, "
+          "refusing to pick one");
+}
+
+// Some tensors with the prefix and others without: two checkpoints merged,
+// never one save_pretrained. Refused, naming one parameter of each kind.
+TEST(SafetensorsLoad, MixedSpellingsAreRefused) {
+  PlanBuilder pb = lmPlan(1, DType::F32);
+  auto tensors =
+      renamed(checkpointFor(pb, 13, DType::F32), [](const std::string &name) {
+        return name == "model.norm.weight" ? withoutBasePrefix(name) : name;
+      });
+  EXPECT_EQ(matchError(pb, tensors),
+            "checkpoint '" + tempPath() +
+                "' mixes two naming layouts: parameter "
+                "'model.embed_tokens.weight' is read from "
+                "'model.embed_tokens.weight' but parameter "
+                "'model.norm.weight' from 'norm.weight' (a checkpoint names "
+                "every tensor with the base model's prefix or every one "
+                "without it)");
+}
+
+// An untied plan needs lm_head.weight even from a base model's checkpoint
+// (which has none: LlamaModel has no head); the error says why it is
+// missing.
+TEST(SafetensorsLoad, UntiedPlanNeedsTheHeadFromABaseModelCheckpoint) {
+  PlanBuilder pb = lmPlan(1, DType::F32);
+  auto tensors =
+      renamed(checkpointFor(pb, 14, DType::F32), [](const std::string &name) {
+        return name == "lm_head.weight" ? std::string()
+                                        : withoutBasePrefix(name);
+      });
+  EXPECT_EQ(matchError(pb, tensors),
+            "parameter 'lm_head.weight': checkpoint '" + tempPath() +
+                "' has no tensor 'lm_head.weight'; the plan has its own LM "
+                "head (its config has tie_word_embeddings false), so the "
+                "checkpoint must hold it: the embedding is not used in its "
+                "place (the checkpoint names its tensors without the base "
+                "model's prefix, as a base model without an LM head saves "
+                "them)");
+  // GPT-NeoX's embed_out: both names it may have are tried.
+  PlanBuilder neox(1);
+  neox.param("gpt_neox.embed_in.weight", {4, 2}, {4, 2});
+  neox.param("embed_out.weight", {4, 2}, {4, 2});
+  neox.function("main");
+  EXPECT_EQ(
+      matchError(neox, {{"embed_in.weight",
+                         HostTensor::fromFloats(DType::F32, {4, 2}, ramp(8))}}),
+      "parameter 'embed_out.weight': checkpoint '" + tempPath() +
+          "' has no tensor 'embed_out.weight' (nor 'lm_head.weight'); "
+          "the checkpoint names its tensors without the base model's "
+          "prefix, as a base model without an LM head saves them");
 }
 
 TEST(SafetensorsLoad, ErrorsNameTheParameter) {
@@ -643,12 +840,15 @@ TEST(SafetensorsLoad, ErrorsNameTheParameter) {
   EXPECT_HAS(missing, "parameter 'mlp.down_proj.weight': checkpoint '");
   EXPECT_HAS(missing, "has no tensor 'mlp.down_proj.weight' (nor "
                       "'transformer.mlp.down_proj.weight')");
+  // Every spelling tried is named: with and without the base-model prefix.
+  EXPECT_EQ(tryLoad(checkpointFor(pb, 0, DType::F32, {"model.norm.weight"})),
+            "parameter 'model.norm.weight': checkpoint '" + tempPath() +
+                "' has no tensor 'model.norm.weight' (nor 'norm.weight')");
 
   auto noHead = checkpointFor(pb, 0, DType::F32, {"lm_head.weight"});
   EXPECT_HAS(tryLoad(noHead), "parameter 'lm_head.weight': checkpoint '" +
                                   tempPath() +
-                                  "' has no tensor 'lm_head.weight' (nor "
-                                  "'transformer.lm_head.weight'); the plan "
+                                  "' has no tensor 'lm_head.weight'; the plan "
                                   "has its own LM head");
 
   auto wrongShape = checkpointFor(pb, 0, DType::F32);
@@ -896,6 +1096,74 @@ TEST(SafetensorsIndex, DirectoryNeedsExactlyOneOfTheTwoFiles) {
              "pass the one to load with --weights");
 }
 
+// A PyTorch checkpoint (save_pretrained with safe_serialization=False) is
+// never read: the errors say what was found and how to convert it.
+TEST(SafetensorsIndex, PyTorchCheckpointIsNamedNotRead) {
+  const std::string convert =
+      "Braid reads safetensors only, not PyTorch's pickled .bin files: "
+      "convert the checkpoint with transformers, e.g. "
+      "AutoModelForCausalLM.from_pretrained(DIR).save_pretrained(OUT, "
+      "safe_serialization=True)";
+  // torch.save's zip archive.
+  const std::string zip = std::string("PK\3\4") + std::string(60, '\0');
+  std::string dir = tempDir();
+  writeBytes(dir + "/pytorch_model.bin", zip);
+  writeBytes(dir + "/config.json", "{}");
+  auto single = Checkpoint::open(dir);
+  ASSERT_FALSE(single);
+  EXPECT_EQ(single.status().message(),
+            "checkpoint directory '" + dir +
+                "' holds neither model.safetensors nor "
+                "model.safetensors.index.json but a PyTorch checkpoint "
+                "('pytorch_model.bin'); " +
+                convert);
+  // Sharded: the first three files named, and the count of the others.
+  std::string shards = tempDir("_shards");
+  for (const char *name :
+       {"pytorch_model-00001-of-00003.bin", "pytorch_model-00002-of-00003.bin",
+        "pytorch_model-00003-of-00003.bin", "pytorch_model.bin.index.json"})
+    writeBytes(shards + "/" + name, zip);
+  auto sharded = Checkpoint::open(shards);
+  ASSERT_FALSE(sharded);
+  EXPECT_EQ(sharded.status().message(),
+            "checkpoint directory '" + shards +
+                "' holds neither model.safetensors nor "
+                "model.safetensors.index.json but a PyTorch checkpoint "
+                "('pytorch_model-00001-of-00003.bin', "
+                "'pytorch_model-00002-of-00003.bin', "
+                "'pytorch_model-00003-of-00003.bin' and 1 more); " +
+                convert);
+  // Other .bin files (a Trainer's training_args.bin) are no checkpoint.
+  std::string other = tempDir("_other");
+  writeBytes(other + "/training_args.bin", zip);
+  auto none = Checkpoint::open(other);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.status().message(),
+            "checkpoint directory '" + other +
+                "' holds neither model.safetensors nor "
+                "model.safetensors.index.json");
+  // The file itself, by name or by content; its index's shards.
+  for (const std::string &path :
+       {dir + "/pytorch_model.bin", dir + "/weights.pt"}) {
+    writeBytes(path, zip);
+    auto file = Checkpoint::open(path);
+    ASSERT_FALSE(file);
+    EXPECT_HAS(file.status().message(), "checkpoint '" + path + "': ");
+    EXPECT_HAS(file.status().message(), "; " + convert);
+  }
+  writeBytes(dir + "/pytorch_model.bin.index.json",
+             R"({"weight_map": {"w": "pytorch_model.bin"}})");
+  auto index = Checkpoint::open(dir + "/pytorch_model.bin.index.json");
+  ASSERT_FALSE(index);
+  EXPECT_HAS(index.status().message(), "shard 'pytorch_model.bin': ");
+  EXPECT_HAS(index.status().message(), "; " + convert);
+  // A corrupt safetensors file gets no such advice.
+  writeBytes(dir + "/bad.safetensors", "12345678");
+  auto bad = Checkpoint::open(dir + "/bad.safetensors");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message().find(convert), std::string::npos);
+}
+
 TEST(SafetensorsIndex, ShardNamesMustStayInTheDirectory) {
   // Each name below reaches a real copy of the shard: without the check the
   // checkpoint would open.
@@ -1086,7 +1354,9 @@ TEST(SafetensorsUnused, KnownBuffers) {
         "h.11.attn.masked_bias", "transformer.h.3.attn.bias",
         "gpt_neox.layers.0.attention.bias",
         "gpt_neox.layers.12.attention.masked_bias",
-        "gpt_neox.layers.0.attention.rotary_emb.inv_freq"})
+        "gpt_neox.layers.0.attention.rotary_emb.inv_freq",
+        "layers.0.attention.bias", "layers.7.attention.masked_bias",
+        "layers.0.self_attn.rotary_emb.inv_freq"})
     EXPECT_TRUE(isKnownUnusedBuffer(name)) << name;
   for (const char *name :
        {"h.0.attn.c_attn.bias", "model.layers.0.self_attn.q_proj.bias",
@@ -1094,8 +1364,11 @@ TEST(SafetensorsUnused, KnownBuffers) {
         "transformer.h.0.attn.bias.extra", "inv_freq", "lm_head.weight",
         "model.layers.0.self_attn.rotary_emb.inv_freq2",
         "gpt_neox.layers.0.attention.query_key_value.bias",
-        "gpt_neox.layers.0.attention.dense.bias", "gpt_neox.layers.attention.bias",
-        "gpt_neox.layers.0.attn.bias", "h.0.attention.bias"})
+        "gpt_neox.layers.0.attention.dense.bias",
+        "gpt_neox.layers.attention.bias", "gpt_neox.layers.0.attn.bias",
+        "h.0.attention.bias", "layers.0.attention.dense.bias",
+        "layers.0.self_attn.q_proj.bias", "model.layers.0.attention.bias",
+        "layers.attention.bias"})
     EXPECT_FALSE(isKnownUnusedBuffer(name)) << name;
 }
 

@@ -10,7 +10,14 @@ NAME its first element is NaN; with --huge NAME every element is 3e38
 tensor the plan does not use; --inv-freq adds a rotary inv_freq buffer
 (`model.layers.0.self_attn.rotary_emb.inv_freq`, as older HF LLaMA
 checkpoints carry). The values do not depend on --dtype's storage beyond
-its rounding, nor on --shards.
+its rounding, nor on --shards, --strip-prefix or --both.
+
+With --strip-prefix, names lose their base-model prefix (`model.`,
+`gpt_neox.`, `transformer.`), as a base model's save_pretrained writes
+them (LlamaModel: `embed_tokens.weight`, `layers.0.self_attn.q_proj.weight`;
+the LM heads have no prefix and keep their names). --both NAME also writes
+parameter NAME under its plan name, with the same values (a checkpoint
+holding both spellings of one tensor).
 
 With --shards N, OUTPUT is a directory: the tensors are split in plan order
 into N files model-0000i-of-0000N.safetensors plus the
@@ -30,7 +37,18 @@ parser.add_argument("--extra", default="")
 parser.add_argument("--inv-freq", action="store_true")
 parser.add_argument("--dtype", choices=["f32", "bf16", "f16"], default="f32")
 parser.add_argument("--shards", type=int, default=0)
+parser.add_argument("--strip-prefix", action="store_true")
+parser.add_argument("--both", default="")
 args = parser.parse_args()
+
+BASE_PREFIXES = ("model.", "gpt_neox.", "transformer.")
+
+
+def stripped(name):
+    for prefix in BASE_PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    return name
 
 
 def encode(values):
@@ -69,6 +87,10 @@ for line in sys.stdin:
         values[0] = float("nan")
     if name == args.huge:
         values = [3e38] * count
+    if args.strip_prefix:
+        if name == args.both:
+            tensors.append((name, shape, values))
+        name = stripped(name)
     tensors.append((name, shape, values))
 if args.extra:
     tensors.append((args.extra, [4, 4], [0.5] * 16))
