@@ -29,8 +29,10 @@ using llvm::StringRef;
 /// Top-level fields that do not change what the model computes at
 /// inference: bookkeeping, token ids, training-only settings (dropout,
 /// initializer range) and heads Braid does not build (GPT-2's summary head).
-/// Fields with a harmful value (is_encoder_decoder, add_cross_attention) are
-/// read and checked instead.
+/// Fields that are harmless only with some values (is_encoder_decoder,
+/// add_cross_attention, pruned_heads) or must at least have their type
+/// (tf_legacy_loss, use_bfloat16) are read and checked instead, for every
+/// family: checkGenericFields().
 static const llvm::StringSet<> &harmlessFields() {
   static const llvm::StringSet<> fields = {
       // Bookkeeping.
@@ -268,9 +270,6 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
     return f.error("field 'tie_word_embeddings' is false; Braid's GPT-2 "
                    "uses the token embedding as its LM head");
   c.tieWordEmbeddings = true;
-  if (llvm::Error e = requireFalse(f, "add_cross_attention",
-                                   "cross-attention layers are not supported"))
-    return e;
   if (c.hiddenSize % c.numHeads != 0)
     return f.error("n_embd " + llvm::Twine(c.hiddenSize) +
                    " is not divisible by n_head " + llvm::Twine(c.numHeads));
@@ -336,6 +335,37 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   return llvm::Error::success();
 }
 
+/// PretrainedConfig's generic fields that every family's config may carry
+/// (transformers 5 writes them when a user passes them, whatever their
+/// value), checked alike for every model_type.
+static llvm::Error checkGenericFields(const Fields &f) {
+  if (llvm::Error e = requireFalse(f, "is_encoder_decoder",
+                                   "encoder-decoder models are not supported"))
+    return e;
+  // GPT-2 builds cross-attention layers (and its checkpoint holds their
+  // weights) with it; no family Braid builds has them.
+  if (llvm::Error e = requireFalse(f, "add_cross_attention",
+                                   "cross-attention layers are not supported"))
+    return e;
+  // Heads removed from some layers ({"layer": [heads]}): those layers have
+  // fewer heads (and smaller weights) than num_attention_heads says. Empty
+  // (transformers' default) or null: nothing pruned.
+  const llvm::json::Object *pruned;
+  BRAID_ASSIGN(pruned, f.objectOr("pruned_heads"));
+  if (pruned && !pruned->empty())
+    return f.error("field 'pruned_heads' is not empty; models with pruned "
+                   "attention heads are not supported (every layer must "
+                   "have num_attention_heads heads)");
+  // TensorFlow-only settings (the TF loss, TF's bf16 flag): PyTorch and
+  // Braid never read them. Any boolean.
+  for (StringRef key : {"tf_legacy_loss", "use_bfloat16"}) {
+    bool ignored;
+    BRAID_ASSIGN(ignored, f.booleanOr(key, false));
+    (void)ignored;
+  }
+  return llvm::Error::success();
+}
+
 Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
                                               const ConfigOptions &options) {
   // llvm::json recurses per level: bound the nesting before parsing.
@@ -369,8 +399,7 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
                    "gpt_neox)");
   if (err)
     return std::move(err);
-  if (llvm::Error e = requireFalse(f, "is_encoder_decoder",
-                                   "encoder-decoder models are not supported"))
+  if (llvm::Error e = checkGenericFields(f))
     return std::move(e);
   if (f.has("quantization_config"))
     return f.error("field 'quantization_config' is set: quantized "

@@ -17,10 +17,10 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 /// transformers' default frequencies, `1.0 / (base ** (arange(0, dim, 2) /
-/// dim))` on fp32 tensors.
+/// dim))` on fp32 tensors: ceil(dim / 2) of them (an odd dim too).
 std::vector<float> defaultInvFreq(double base, int64_t dim) {
-  std::vector<float> inv(size_t(dim / 2));
-  for (int64_t i = 0; i < dim / 2; ++i) {
+  std::vector<float> inv(size_t((dim + 1) / 2));
+  for (int64_t i = 0; i < (dim + 1) / 2; ++i) {
     float e = float(2 * i) / float(dim);
     inv[size_t(i)] = 1.0f / std::pow(float(base), e);
   }
@@ -68,8 +68,8 @@ std::vector<double> yarnInvFreq(double base, int64_t dim, double factor,
   high = std::min(high, double(dim - 1));
   if (low == high)
     high += 0.001; // transformers' guard against a zero-width ramp
-  std::vector<double> inv(size_t(dim / 2));
-  for (int64_t i = 0; i < dim / 2; ++i) {
+  std::vector<double> inv(size_t((dim + 1) / 2));
+  for (int64_t i = 0; i < (dim + 1) / 2; ++i) {
     float posFreq = std::pow(float(base), float(2 * i) / float(dim));
     float extrapolation = 1.0f / posFreq;
     float interpolation = 1.0f / (float(factor) * posFreq);
@@ -117,6 +117,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
 
   r.theta = topTheta;
   double partial = topPartial;
+  int64_t frequencyDim = 0; // with a partial factor: the dim of the formulas
   // transformers: dim = int(head_dim * partial_rotary_factor).
   auto applyPartial = [&]() -> llvm::Error {
     if (partial == 1.0)
@@ -131,17 +132,27 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
       return top.error("partial_rotary_factor " + formatNumber(partial) +
                        " must be in (0, 1]");
     int64_t dim = int64_t(double(headDim) * partial);
-    if (dim < 2 || dim % 2 != 0)
+    if (dim < 1)
       return top.error("partial_rotary_factor " + formatNumber(partial) +
                        " of head_dim " + llvm::Twine(headDim) +
-                       " rotates " + llvm::Twine(dim) +
-                       " elements; Braid needs an even number >= 2");
-    r.rotaryDim = dim;
+                       " rotates no element; Braid needs at least one");
+    // transformers' frequencies come from this dim (`int(head_dim *
+    // factor)`), and cos/sin then span 2 x ceil(dim / 2) elements, which
+    // is what rotates: one more than dim when it is odd.
+    frequencyDim = dim;
+    r.rotaryDim = dim + dim % 2;
     return llvm::Error::success();
+  };
+  // Odd: the op's own theta^(-2i/rotary_dim) would use the wrong dim, so
+  // the table is explicit.
+  auto oddDefaultTable = [&] {
+    if (frequencyDim % 2 != 0)
+      r.invFreq = widen(defaultInvFreq(r.theta, frequencyDim));
   };
   if (!params && !scaling) {
     if (llvm::Error e = applyPartial())
       return std::move(e);
+    oddDefaultTable();
     return r;
   }
   StringRef objName = params ? "rope_parameters" : "rope_scaling";
@@ -168,7 +179,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   if (llvm::Error e = applyPartial())
     return std::move(e);
   // The scaled formulas run over the rotated dims, as transformers' do.
-  const int64_t dim = r.rotaryDim ? r.rotaryDim : headDim;
+  const int64_t dim = frequencyDim ? frequencyDim : headDim;
 
   auto originalMax = [&]() -> Expected<double> {
     if (topHasOriginal) {
@@ -185,6 +196,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
 
   if (type == "default") {
     // Nothing else: the plain theta^(-2i/D) frequencies.
+    oddDefaultTable();
   } else if (type == "linear") {
     double factor;
     BRAID_ASSIGN(factor, rf.number("factor"));
@@ -200,6 +212,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     double factor;
     BRAID_ASSIGN(factor, rf.number("factor"));
     (void)factor;
+    oddDefaultTable();
   } else if (type == "llama3") {
     double factor, low, high, old;
     BRAID_ASSIGN(factor, rf.number("factor"));
@@ -212,6 +225,13 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
                  formatNumber(low) + ")");
     r.invFreq = llama3InvFreq(r.theta, dim, factor, low, high, old);
   } else if (type == "yarn") {
+    // transformers' yarn ramp has dim / 2 entries against ceil(dim / 2)
+    // frequencies: it fails on an odd dim, so there is nothing to match.
+    if (dim % 2 != 0)
+      return err("rope_type 'yarn' over an odd number of frequency dims (" +
+                 llvm::Twine(dim) +
+                 " = int(head_dim x partial_rotary_factor)) "
+                 "has no defined meaning (transformers fails on it)");
     double old;
     BRAID_ASSIGN(old, originalMax());
     double factor = double(maxPositions) / old;
