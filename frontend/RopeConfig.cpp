@@ -143,16 +143,17 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     r.rotaryDim = dim + dim % 2;
     return llvm::Error::success();
   };
-  // Odd: the op's own theta^(-2i/rotary_dim) would use the wrong dim, so
-  // the table is explicit.
-  auto oddDefaultTable = [&] {
-    if (frequencyDim % 2 != 0)
+  // A type that leaves the table empty means the op's own
+  // theta^(-2i/rotary_dim), which uses the wrong dim when the frequency dim
+  // is odd: then the table is explicit.
+  auto explicitOddTable = [&] {
+    if (r.invFreq.empty() && frequencyDim % 2 != 0)
       r.invFreq = widen(defaultInvFreq(r.theta, frequencyDim));
   };
   if (!params && !scaling) {
     if (llvm::Error e = applyPartial())
       return std::move(e);
-    oddDefaultTable();
+    explicitOddTable();
     return r;
   }
   StringRef objName = params ? "rope_parameters" : "rope_scaling";
@@ -196,7 +197,6 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
 
   if (type == "default") {
     // Nothing else: the plain theta^(-2i/D) frequencies.
-    oddDefaultTable();
   } else if (type == "linear") {
     double factor;
     BRAID_ASSIGN(factor, rf.number("factor"));
@@ -212,7 +212,6 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     double factor;
     BRAID_ASSIGN(factor, rf.number("factor"));
     (void)factor;
-    oddDefaultTable();
   } else if (type == "llama3") {
     double factor, low, high, old;
     BRAID_ASSIGN(factor, rf.number("factor"));
@@ -259,6 +258,7 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     return err("field '" + objName + ".rope_type' is '" + type +
                "'; Braid supports default, linear, dynamic, llama3 and yarn");
   }
+  explicitOddTable();
   // Extreme parameters (a factor of 1e308, a negative mscale) can give
   // frequencies or a cos/sin factor no rotation has: refuse them here,
   // naming the type, rather than build a module that cannot verify.

@@ -765,7 +765,12 @@ Expected<CheckpointMatch> braid::rt::matchCheckpoint(const plan::Plan &p,
   using Read = std::optional<std::pair<std::string, std::string>>;
   std::map<std::string, std::pair<Read, Read>> firstReads;
   // Whether some parameter was read without its base-model prefix.
-  bool readStripped = false;
+  auto readStripped = [&] {
+    for (const auto &[kind, reads] : firstReads)
+      if (kind[0] == '-' && reads.second)
+        return true;
+    return false;
+  };
   if (p.parameters())
     for (const plan::Parameter *param : *p.parameters()) {
       std::string name = param->name()->str();
@@ -794,7 +799,6 @@ Expected<CheckpointMatch> braid::rt::matchCheckpoint(const plan::Plan &p,
                 byOther->first, "' from '", byOther->second,
                 "' (a checkpoint names every tensor with the base model's "
                 "prefix or every one without it)");
-          readStripped = readStripped || (hasOther && kind[0] == '-');
         }
       } else if (name == "embed_out.weight" &&
                  ckpt.contains("lm_head.weight")) {
@@ -814,7 +818,7 @@ Expected<CheckpointMatch> braid::rt::matchCheckpoint(const plan::Plan &p,
                 "tie_word_embeddings false), so the checkpoint must hold "
                 "it: the embedding is not used in its place";
         // A base model's checkpoint (names without the prefix) has no head.
-        if (isLmHead(name) && readStripped)
+        if (isLmHead(name) && readStripped())
           why += std::string(why.empty() ? "; " : " (") +
                  "the checkpoint names its tensors without the base model's "
                  "prefix, as a base model without an LM head saves them" +

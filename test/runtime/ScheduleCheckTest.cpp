@@ -191,19 +191,18 @@ TEST(ScheduleCheck, EntryValuesMustNotShareBytes) {
   EXPECT_FALSE(firstEntryOverlap({}));
   EXPECT_FALSE(firstEntryOverlap({wr(0, 64), wr(64, 128), wr(0, 64, 1)}));
   EXPECT_FALSE(firstEntryOverlap({wr(0, 64), wr(32, 32)})); // empty
-  auto o = firstEntryOverlap({wr(256, 512), wr(0, 64), wr(480, 600)});
-  ASSERT_TRUE(o);
-  EXPECT_EQ(o->first, 0u);
-  EXPECT_EQ(o->second, 2u);
-  EXPECT_EQ(o->both.begin, 480);
-  EXPECT_EQ(o->both.end, 512);
+  auto expectOverlap = [](std::vector<Access> entries, size_t first,
+                          size_t second, int64_t begin, int64_t end) {
+    auto o = firstEntryOverlap(entries);
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->first, first);
+    EXPECT_EQ(o->second, second);
+    EXPECT_EQ(o->both.begin, begin);
+    EXPECT_EQ(o->both.end, end);
+  };
+  expectOverlap({wr(256, 512), wr(0, 64), wr(480, 600)}, 0, 2, 480, 512);
   // Contained in a long earlier one, past a short one in between.
-  auto inside = firstEntryOverlap({wr(0, 1000), wr(100, 110), wr(500, 600)});
-  ASSERT_TRUE(inside);
-  EXPECT_EQ(inside->first, 0u);
-  EXPECT_EQ(inside->second, 1u);
-  EXPECT_EQ(inside->both.begin, 100);
-  EXPECT_EQ(inside->both.end, 110);
+  expectOverlap({wr(0, 1000), wr(100, 110), wr(500, 600)}, 0, 1, 100, 110);
 }
 
 TEST(ScheduleCheck, AReadMustSeeItsProducersWrite) {
