@@ -203,9 +203,11 @@ public:
   /// one-GPU test communicator's.
   using CommFactory = std::function<Expected<std::unique_ptr<DeviceComm>>(
       const CommKey &key, const GroupPosition &pos, size_t scratchBytes)>;
-  /// The communicators; only once every rank's setUp succeeded, since
-  /// ncclCommInitRank waits for all the ranks of a communicator.
-  Status connect(const CommFactory &make);
+  /// The communicators, then one all_reduce on each (warmUpComms); only
+  /// once every rank's setUp succeeded, since ncclCommInitRank waits for
+  /// all the ranks of a communicator. `stop`: another rank failed to
+  /// connect.
+  Status connect(const CommFactory &make, const std::atomic<bool> &stop);
 
   /// `cancel` is set by the runner when another rank failed: a rank
   /// waiting in a collective then aborts instead of waiting for the timeout.
@@ -276,6 +278,7 @@ private:
                               const TensorMap &inputs, StepTiming &timing,
                               const std::atomic<bool> &cancel);
   Status waitForStep(cudaEvent_t done, const std::atomic<bool> &cancel);
+  Status warmUpComms(const std::atomic<bool> &stop);
   // CommTeardown, in the order CommLifetime calls them.
   void destroyGraphs() override;
   void abortComms() override;
@@ -315,6 +318,7 @@ private:
   std::vector<CommKey> commKeys_;
   std::vector<std::unique_ptr<DeviceComm>> comms_;
   size_t collectiveBytes_ = 0; // the largest collective result or operand
+  DeviceMemory warmUpCell_;    // the one float warmUpComms reduces
   /// One handle (it holds no stream), one workspace per stream that runs a
   /// GEMM (null elsewhere): concurrent split-K GEMMs never share one.
   CublasLtHandle lt_;
@@ -424,6 +428,8 @@ Status CudaRank::setUp() {
   }
   BRAID_CUDA_CHECK(cudaEventCreate(start_.out()));
   BRAID_CUDA_CHECK(cudaEventCreate(stop_.out()));
+  BRAID_CUDA_CHECK(cudaMalloc(warmUpCell_.out(), sizeof(float)));
+  BRAID_CUDA_CHECK(cudaMemset(warmUpCell_.get(), 0, sizeof(float)));
   if (options_.singleGpuTest) {
     BRAID_CUDA_CHECK(
         cudaEventCreateWithFlags(jointFork_.out(), cudaEventDisableTiming));
@@ -454,18 +460,55 @@ Status CudaRank::setUp() {
   return Status::ok();
 }
 
-Status CudaRank::connect(const CommFactory &make) {
+Status CudaRank::connect(const CommFactory &make,
+                         const std::atomic<bool> &stop) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   const plan::Plan &p = plan_.root();
   // One communicator per (group, stream) the collectives use. Every rank
   // creates them in the same (sorted) order, each for its own group
   // instance on that stream, so the blocking inits pair up.
   for (const CommKey &key : commKeys_) {
-    auto comm = make(key, groupPosition(p, key.group, rank_), collectiveBytes_);
+    auto comm = make(key, groupPosition(p, key.group, rank_),
+                     std::max(collectiveBytes_, sizeof(float)));
     if (!comm)
       return comm.status();
     comms_.push_back(comm.take());
   }
+  if (rank_ == options_.testFailingConnectRank)
+    return errorf("failed to connect on purpose (a test of a rank failing "
+                  "in its first collective)");
+  return warmUpComms(stop);
+}
+
+// NCCL connects a communicator's transports at its first collective
+// (runtime connection, the default since NCCL 2.22), not in
+// ncclCommInitRank. One eager all_reduce of one float per communicator,
+// in the same sorted order on every rank, makes that happen here: with
+// set-up's error path, timeout and abort, instead of inside the first
+// graph capture or in the first timed step.
+Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
+  if (comms_.empty())
+    return Status::ok();
+  auto *cell = static_cast<float *>(warmUpCell_.get());
+  cudaStream_t main = streams_[0].get();
+  std::vector<Event> joins;
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    cudaStream_t s = streams_[size_t(commKeys_[i].stream)].get();
+    BRAID_RETURN_IF_ERROR(comms_[i]->allReduce(cell, cell, 1, plan::DType::F32,
+                                               plan::ReduceKind::Sum, s));
+    if (s == main)
+      continue;
+    Event e;
+    BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+    BRAID_CUDA_CHECK(cudaEventRecord(e.get(), s));
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, e.get(), 0));
+    joins.push_back(std::move(e));
+  }
+  BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
+  Status done = waitForStep(stop_.get(), stop);
+  if (!done)
+    return errorf("the first all_reduce on each communicator: ",
+                  done.message());
   return Status::ok();
 }
 
@@ -1309,7 +1352,8 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   if (oneGpu && options.devices.size() > 1)
     return errorf("the single-GPU test communicator runs every rank on one "
                   "GPU; ", options.devices.size(), " were named");
-  if (!oneGpu && (options.testStuckRank >= 0 || options.testFailingRank >= 0))
+  if (!oneGpu && (options.testStuckRank >= 0 || options.testFailingRank >= 0 ||
+                  options.testFailingConnectRank >= 0))
     return errorf("injected rank faults need the single-GPU test "
                   "communicator");
   auto devices = usableDeviceCount();
@@ -1421,7 +1465,15 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   BRAID_RETURN_IF_ERROR(setUpRanks(
       held.size(),
       [&](size_t i) { return named(i, runner->ranks_[i]->setUp()); },
-      [&](size_t i) { return named(i, runner->ranks_[i]->connect(make)); },
+      [&](size_t i, const std::atomic<bool> &stop) {
+        return named(i, runner->ranks_[i]->connect(make, stop));
+      },
+      [&](size_t i) { runner->ranks_[i]->abort(); },
+      // The test communicator's ranks wait for each other on the host.
+      [&] {
+        if (oneGpu)
+          local->abortAll();
+      },
       processes, "the GPU rank threads"));
   return runner;
 }

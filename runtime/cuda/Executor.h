@@ -71,9 +71,11 @@ struct ExecutorOptions {
   bool singleGpuTest = false;
   /// Tests only, with singleGpuTest (-1: none): a rank that enqueues none
   /// of its collectives, so its peers' are stuck; a rank whose step fails
-  /// before it enqueues anything.
+  /// before it enqueues anything; a rank that fails to connect once its
+  /// communicators exist, leaving its peers in their first collective.
   int testStuckRank = -1;
   int testFailingRank = -1;
+  int testFailingConnectRank = -1;
   /// Time every op with CUDA events (eager only: a graph replays as one
   /// launch and has no per-op boundaries to record).
   bool profile = false;

@@ -10,7 +10,10 @@
 // would leave the others waiting forever. setUpRanks runs every fallible
 // step first, then the ranks meet at a barrier that carries "someone
 // failed" (across processes through Bootstrap::allGather), and only when
-// nobody failed do they connect.
+// nobody failed do they connect. Connecting ends with one collective per
+// communicator (NCCL sets up its transports at the first one), so a rank
+// whose connection fails makes its peers stop waiting, and every rank's
+// communicators are then aborted rather than destroyed.
 //
 // Teardown: a captured collective holds a persistent reference to its
 // communicator until its graph and graph exec are destroyed, and
@@ -26,6 +29,7 @@
 #include "runtime/Status.h"
 #include "runtime/Threads.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -169,11 +173,24 @@ inline Status agreeOnSetup(Bootstrap &processes, const Status &mine) {
 /// Sets up the `n` ranks this process holds, each on its own thread:
 /// `setUp(i)` (everything that can fail alone: memory, weights, streams,
 /// cuBLASLt), then the barrier (with `processes`, the other processes
-/// too), then `connect(i)` (NCCL initialization) only when no rank of any
-/// process failed. Returns ok, or the root cause: the lowest held rank's
-/// set-up error, else another process's, else the lowest connect error.
+/// too), then `connect(i, stop)` (NCCL initialization and a first
+/// collective) only when no rank of any process failed. When a connect
+/// fails, `stop` is set (a rank waiting for its first collective returns
+/// instead of waiting for the timeout), then `releasePeers` runs (waits
+/// `stop` does not reach: the test communicator's) and, once every thread
+/// is done,
+/// `abandon(i)` runs for every rank: a peer of the failed rank may be
+/// left in work with it, and ncclCommDestroy at teardown would wait for
+/// it, so the communicators must be aborted instead. Returns ok, or the
+/// root cause: the lowest held rank's set-up error, else another
+/// process's, else the lowest connect error that is not a `stop`.
+using ConnectRank =
+    std::function<Status(size_t rank, const std::atomic<bool> &stop)>;
+
 inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
-                         const std::function<Status(size_t)> &connect,
+                         const ConnectRank &connect,
+                         const std::function<void(size_t)> &abandon,
+                         const std::function<void()> &releasePeers,
                          Bootstrap *processes, const char *what,
                          const ThreadStarter &start = startThread) {
   std::vector<Status> own(n), joined(n);
@@ -183,6 +200,10 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
       return agreeOnSetup(*processes, local);
     };
   SetupBarrier barrier(n, across);
+  std::atomic<bool> stop{false};
+  // Ended after another rank's failure set `stop` (char: each thread writes
+  // its own element).
+  std::vector<char> stopped(n, 0);
   auto guarded = [](const std::function<Status(size_t)> &f, size_t i) {
     // An exception would end the thread before the barrier (or terminate).
     try {
@@ -200,7 +221,17 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
           joined[i] = all;
           return;
         }
-        joined[i] = guarded(connect, i);
+        try {
+          joined[i] = connect(i, stop);
+        } catch (const std::exception &e) {
+          joined[i] = errorf("unexpected failure: ", e.what());
+        }
+        if (!joined[i]) {
+          stopped[i] = stop.exchange(true);
+          // After `stop`: a peer released here is marked as stopped.
+          if (!stopped[i] && releasePeers)
+            releasePeers();
+        }
       },
       what, start);
   if (!threads) {
@@ -212,6 +243,15 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
   for (const Status &s : own)
     if (!s)
       return s;
+  if (stop.load()) {
+    if (abandon)
+      for (size_t i = 0; i < n; ++i)
+        abandon(i);
+    for (size_t i = 0; i < n; ++i)
+      if (!joined[i] && !stopped[i])
+        return joined[i];
+  }
+  // Otherwise a failure here is another process's, met at the barrier.
   for (const Status &s : joined)
     if (!s)
       return s;

@@ -363,6 +363,31 @@ TEST(SingleGpu, FailingRankReleasesItsPeersAtOnce) {
   }
 }
 
+TEST(SingleGpu, FailingConnectionReleasesItsPeersAtOnce) {
+  // Ranks 0, 1 and 3 wait in their first all_reduce (the communicators'
+  // warm-up) for rank 2, which failed: they must stop at once, and the
+  // runner's teardown must not wait in ncclCommDestroy for them.
+  auto loaded = loadPlan(faultTestPlan(4).finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  BRAID_SKIP_WITHOUT_GPU();
+  for (bool graph : {false, true}) {
+    cuda::ExecutorOptions o = oneGpu(graph);
+    o.stepTimeoutSeconds = 60;
+    o.testFailingConnectRank = 2;
+    auto begin = std::chrono::steady_clock::now();
+    auto gpu = cuda::CudaRunner::create(*loaded, o);
+    ASSERT_FALSE(gpu) << (graph ? "graph" : "eager");
+    EXPECT_NE(gpu.status().message().find("rank 2 (GPU "), std::string::npos)
+        << gpu.status().message();
+    EXPECT_NE(gpu.status().message().find("failed to connect on purpose"),
+              std::string::npos)
+        << gpu.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - begin,
+              std::chrono::seconds(10))
+        << "the peers should not wait for the 60 s timeout";
+  }
+}
+
 // Checked before any GPU is touched, so on every machine.
 TEST(SingleGpu, RankFaultsNeedTheTestCommunicator) {
   auto loaded = loadPlan(faultTestPlan(2).finish());

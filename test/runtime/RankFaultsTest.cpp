@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -184,7 +185,8 @@ TEST(RankFaults, EveryRankConnectsWhenNoneFails) {
         setUps++;
         return Status::ok();
       },
-      [&](size_t) { return nccl.init(); }, nullptr, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, nullptr, "rank threads");
   EXPECT_TRUE(st) << st.message();
   EXPECT_EQ(setUps, 4);
   EXPECT_EQ(nccl.calls, 4);
@@ -199,7 +201,8 @@ TEST(RankFaults, OneRankFailingSetUpStopsEveryRankBeforeInit) {
         return i == 2 ? errorf("rank 2 (GPU 2): cudaMalloc: out of memory")
                       : Status::ok();
       },
-      [&](size_t) { return nccl.init(); }, nullptr, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, nullptr, "rank threads");
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "rank 2 (GPU 2): cudaMalloc: out of memory");
   EXPECT_EQ(nccl.calls, 0) << "a rank entered NCCL initialization";
@@ -213,7 +216,8 @@ TEST(RankFaults, TheLowestFailedRankIsTheRootCause) {
       [&](size_t i) {
         return i == 0 ? Status::ok() : errorf("rank ", i, " failed");
       },
-      [&](size_t) { return nccl.init(); }, nullptr, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, nullptr, "rank threads");
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "rank 1 failed");
   EXPECT_EQ(nccl.calls, 0);
@@ -228,11 +232,117 @@ TEST(RankFaults, AThrowingSetUpStillReachesTheBarrier) {
           throw std::bad_alloc();
         return Status::ok();
       },
-      [&](size_t) { return nccl.init(); }, nullptr, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, nullptr, "rank threads");
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("unexpected failure"), std::string::npos)
       << st.message();
   EXPECT_EQ(nccl.calls, 0);
+}
+
+/// A rank's first collective after NCCL initialization: it completes when
+/// every rank reaches it; a rank whose peer failed returns once `stop` is
+/// set, and only at the deadline without it.
+Status firstCollective(const std::atomic<bool> &stop) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (stop.load())
+      return errorf("aborted: another rank failed");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return errorf("step did not finish within 5 s");
+}
+
+TEST(RankFaults, AFailedConnectionStopsItsPeersAndAbortsEveryRank) {
+  std::mutex mu;
+  std::vector<size_t> abandoned;
+  auto begin = std::chrono::steady_clock::now();
+  Status st = setUpRanks(
+      3, [](size_t) { return Status::ok(); },
+      [&](size_t i, const std::atomic<bool> &stop) -> Status {
+        if (i != 1)
+          return firstCollective(stop);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return errorf("rank 1 (GPU 1): ncclAllReduce: unhandled system error");
+      },
+      [&](size_t i) {
+        std::lock_guard<std::mutex> lock(mu);
+        abandoned.push_back(i);
+      },
+      nullptr, nullptr, "rank threads");
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(),
+            "rank 1 (GPU 1): ncclAllReduce: unhandled system error")
+      << "the root cause, not a peer's abort";
+  EXPECT_EQ(abandoned, (std::vector<size_t>{0, 1, 2}))
+      << "every rank's communicators are aborted, the healthy ones' too";
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4))
+      << "the peers waited for the timeout";
+}
+
+TEST(RankFaults, PeersReleasedByTheFailedRankAreNotTheRootCause) {
+  // The test communicator's waits do not see `stop`: releasePeers ends
+  // them, only once `stop` is set, so a released peer's error never
+  // passes for the root cause.
+  std::atomic<bool> released{false};
+  std::atomic<int> releases{0};
+  for (int round = 0; round < 20; ++round) {
+    released = false;
+    Status st = setUpRanks(
+        3, [](size_t) { return Status::ok(); },
+        [&](size_t i, const std::atomic<bool> &) -> Status {
+          if (i == 2)
+            return errorf("rank 2: cannot connect");
+          while (!released.load())
+            std::this_thread::yield();
+          return errorf("rank ", i, ": aborted: another rank failed");
+        },
+        nullptr,
+        [&] {
+          releases++;
+          released = true;
+          // Gives the released peers time to finish first: had `stop` not
+          // been set before this hook, they would be taken for the cause.
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        },
+        nullptr, "rank threads");
+    ASSERT_FALSE(st);
+    EXPECT_EQ(st.message(), "rank 2: cannot connect");
+  }
+  EXPECT_EQ(releases, 20) << "once per failed set-up";
+}
+
+TEST(RankFaults, AThrowingConnectionStopsItsPeers) {
+  std::atomic<int> abandoned{0};
+  Status st = setUpRanks(
+      2, [](size_t) { return Status::ok(); },
+      [&](size_t i, const std::atomic<bool> &stop) -> Status {
+        if (i == 0)
+          throw std::runtime_error("boom");
+        return firstCollective(stop);
+      },
+      [&](size_t) { abandoned++; }, nullptr, nullptr, "rank threads");
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "unexpected failure: boom");
+  EXPECT_EQ(abandoned, 2);
+}
+
+TEST(RankFaults, ConnectedOrNeverConnectedRanksAreNotAbandoned) {
+  std::atomic<int> abandoned{0};
+  auto count = [&](size_t) { abandoned++; };
+  Status ok = setUpRanks(
+      2, [](size_t) { return Status::ok(); },
+      [](size_t, const std::atomic<bool> &) { return Status::ok(); }, count,
+      nullptr, nullptr, "rank threads");
+  EXPECT_TRUE(ok) << ok.message();
+  Status failed = setUpRanks(
+      2, [](size_t i) { return i ? errorf("out of memory") : Status::ok(); },
+      [](size_t, const std::atomic<bool> &) { return Status::ok(); }, count,
+      nullptr, nullptr, "rank threads");
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(abandoned, 0)
+      << "no communicator exists after a set-up failure; a healthy one is "
+         "destroyed at teardown";
 }
 
 std::thread noThreads(std::function<void()>) {
@@ -248,8 +358,8 @@ TEST(RankFaults, NoThreadsMeansNoSetUp) {
         ran = true;
         return Status::ok();
       },
-      [&](size_t) { return Status::ok(); }, nullptr, "rank threads",
-      noThreads);
+      [&](size_t, const std::atomic<bool> &) { return Status::ok(); }, nullptr,
+      nullptr, nullptr, "rank threads", noThreads);
   ASSERT_FALSE(st);
   EXPECT_FALSE(ran);
 }
@@ -284,7 +394,8 @@ TEST(RankFaults, AnotherProcessFailingStopsThisOneBeforeInit) {
   FakeInit nccl(1);
   Status st = setUpRanks(
       1, [](size_t) { return Status::ok(); },
-      [&](size_t) { return nccl.init(); }, &processes, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, &processes, "rank threads");
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "process 1 failed before NCCL initialization: "
                           "rank 1 (GPU 0): out of memory");
@@ -298,7 +409,8 @@ TEST(RankFaults, AFailedProcessStillTellsTheOthers) {
   FakeInit nccl(1);
   Status st = setUpRanks(
       1, [](size_t) { return errorf("rank 1 (GPU 0): out of memory"); },
-      [&](size_t) { return nccl.init(); }, &processes, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, &processes, "rank threads");
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "rank 1 (GPU 0): out of memory");
   EXPECT_EQ(nccl.calls, 0);
@@ -310,8 +422,8 @@ TEST(RankFaults, NoThreadsStillTellsTheOtherProcesses) {
   FakeProcesses processes(0, {"", "ok"});
   Status st = setUpRanks(
       1, [](size_t) { return Status::ok(); },
-      [](size_t) { return Status::ok(); }, &processes, "rank threads",
-      noThreads);
+      [](size_t, const std::atomic<bool> &) { return Status::ok(); }, nullptr,
+      nullptr, &processes, "rank threads", noThreads);
   ASSERT_FALSE(st);
   ASSERT_EQ(processes.sent.size(), 1u);
   EXPECT_EQ(processes.sent[0].rfind("error\n", 0), 0u) << processes.sent[0];
@@ -322,7 +434,8 @@ TEST(RankFaults, EveryProcessReadyConnects) {
   FakeInit nccl(1);
   Status st = setUpRanks(
       1, [](size_t) { return Status::ok(); },
-      [&](size_t) { return nccl.init(); }, &processes, "rank threads");
+      [&](size_t, const std::atomic<bool> &) { return nccl.init(); }, nullptr,
+      nullptr, &processes, "rank threads");
   EXPECT_TRUE(st) << st.message();
   EXPECT_EQ(nccl.calls, 1);
 }
