@@ -1209,29 +1209,6 @@ static bool isPlacedView(const braid::plan::Function &f,
              x->buffer_offset() + *start * int64_t(dtypeSize(x->dtype()));
 }
 
-/// Which operand an op may compute a result in place of (ScheduleCheck.h's
-/// Access::inPlace tag, 0: none), for operand `k` or, with `result`, result
-/// `k`: attention with a cache updates its k cache (operand 3) into result
-/// 1 and its v cache (operand 4) into result 2; elementwise ops read
-/// element e before they write it (on the GPU, the same thread). Nothing
-/// else runs in place. ScheduleAnalysis.cpp says the same of the IR ops.
-int inPlaceTag(OpCode code, bool result, unsigned k) {
-  switch (code) {
-  case OpCode::Attention:
-    if (result)
-      return k == 1 || k == 2 ? int(k) : 0;
-    return k == 3 || k == 4 ? int(k) - 2 : 0;
-  case OpCode::Add:
-  case OpCode::Mul:
-  case OpCode::Silu:
-  case OpCode::Gelu:
-  case OpCode::Swiglu:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
 /// The schedule of `f` is safe: its streams, events and waits must order
 /// every pair of accesses to the same bytes (one a write) and every two
 /// collectives of different communicators, and no op's accesses may
@@ -1300,16 +1277,18 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     bool start = arityOf(op->opcode()).asyncStart;
     if (op->opcode() == OpCode::Wait)
       so.after.push_back(startOf[size_t(op->handle())]);
+    const char *name = opcodeName(op->opcode()); // valid: checked earlier
+    std::string_view mnemonic = name ? name : "";
     if (op->operands())
       for (unsigned k = 0; k < op->operands()->size(); ++k)
         if (auto a = location(op->operands()->Get(k), false)) {
-          a->inPlace = inPlaceTag(op->opcode(), false, k);
+          a->inPlace = sched::inPlaceTag(mnemonic, false, k);
           acc.accesses.push_back(*a);
         }
     if (op->results() && !view[i])
       for (unsigned k = 0; k < op->results()->size(); ++k)
         if (auto a = location(op->results()->Get(k), true)) {
-          a->inPlace = inPlaceTag(op->opcode(), true, k);
+          a->inPlace = sched::inPlaceTag(mnemonic, true, k);
           acc.accesses.push_back(*a);
         }
     if (start) {

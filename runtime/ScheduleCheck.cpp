@@ -248,6 +248,19 @@ void ScheduleChecker::commit() {
     impl_->lastOfCommunicator[{it->second.group, stream}] = it->second;
 }
 
+int braid::sched::inPlaceTag(std::string_view mnemonic, bool isResult,
+                             unsigned index) {
+  if (mnemonic == "attention") {
+    if (isResult)
+      return index == 1 || index == 2 ? int(index) : 0;
+    return index == 3 || index == 4 ? int(index) - 2 : 0;
+  }
+  for (std::string_view elementwise : {"add", "mul", "silu", "gelu", "swiglu"})
+    if (mnemonic == elementwise)
+      return 1;
+  return 0;
+}
+
 std::optional<EntryOverlap>
 braid::sched::firstEntryOverlap(const std::vector<Access> &entries) {
   std::vector<size_t> order;

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace braid::sched {
@@ -94,11 +95,20 @@ struct Access {
   static constexpr int kAnyWriter = -2;
   /// Nonzero on a read and a write of one op that may occupy exactly the
   /// same bytes: the op computes that result in place of that operand
-  /// (attention's k cache into its updated k cache, tag 1, and v into v,
-  /// tag 2; an elementwise op's operands into its result, tag 1). Any other
-  /// overlap between an op's own accesses is a conflict.
+  /// (inPlaceTag). Any other overlap between an op's own accesses is a
+  /// conflict.
   int inPlace = 0;
 };
+
+/// The Access::inPlace tag of operand or result `index` of an op named
+/// `mnemonic` (its name in the IR without "braid." and in the plan:
+/// "attention", "add"); 0 where it may not share bytes with the op's other
+/// accesses. The one list of what runs in place, used by the verifier and
+/// the plan loader: attention reads its k cache (operand 3) before it
+/// writes the updated k cache (result 1), tag 1, and v (4) into v (2),
+/// tag 2; elementwise ops read element e before they write it (on the GPU
+/// in the same thread), tag 1 on every operand and the result.
+int inPlaceTag(std::string_view mnemonic, bool isResult, unsigned index);
 
 struct OpAccesses {
   std::vector<Access> accesses;

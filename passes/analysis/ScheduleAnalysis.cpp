@@ -153,19 +153,14 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     };
     if (isa<WaitOp, EventRecordOp, EventWaitOp>(op))
       continue; // no bytes of their own (a wait completes its start's)
-    // Which result an op may compute in place of which operand (Access::
-    // inPlace tags, as the plan loader's inPlaceTag): attention's k cache
-    // into its updated k cache (1), v into v (2); elementwise ops' operands
-    // into their result (1).
-    auto attention = dyn_cast<AttentionOp>(op);
-    bool cache = attention && attention.hasCache();
-    bool elementwise = isa<AddOp, MulOp, SiluOp, GeluOp, SwigluOp>(op);
-    for (OpOperand &use : op->getOpOperands()) {
-      unsigned k = use.getOperandNumber();
-      read(use.get(), elementwise                   ? 1
-                      : cache && (k == 3 || k == 4) ? int(k) - 2
-                                                    : 0);
-    }
+    // Which result an op may compute in place of which operand: the list
+    // the plan loader uses too.
+    llvm::StringRef mnemonic = op->getName().stripDialect();
+    auto inPlace = [&](bool isResult, unsigned k) {
+      return sched::inPlaceTag({mnemonic.data(), mnemonic.size()}, isResult, k);
+    };
+    for (OpOperand &use : op->getOpOperands())
+      read(use.get(), inPlace(false, use.getOperandNumber()));
     if (terminator)
       acc.overlapsItself = true; // the state copy-back goes through scratch
     if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
@@ -185,10 +180,8 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       s.collectives.push_back(use);
     }
     if (!op->hasTrait<OpTrait::BraidAsyncStart>())
-      for (OpResult r : op->getResults()) {
-        unsigned k = r.getResultNumber();
-        write(r, elementwise ? 1 : cache && (k == 1 || k == 2) ? int(k) : 0);
-      }
+      for (OpResult r : op->getResults())
+        write(r, inPlace(true, r.getResultNumber()));
     if (terminator) {
       // State copy-back: result i replaces its slot unless already there.
       for (auto [r, v] : llvm::enumerate(op->getOperands())) {

@@ -187,6 +187,26 @@ TEST(ScheduleCheck, AnOpMustNotOverlapItself) {
 
 // The inputs are copied in before the first op: two that share bytes are
 // reported (the first pair in byte order), whatever their order in the list.
+TEST(ScheduleCheck, InPlaceTagsPairEachCacheWithItsUpdate) {
+  // attention (q, k, v, k_cache, v_cache, position) -> (o, k', v').
+  EXPECT_EQ(inPlaceTag("attention", false, 3),
+            inPlaceTag("attention", true, 1));
+  EXPECT_EQ(inPlaceTag("attention", false, 4),
+            inPlaceTag("attention", true, 2));
+  EXPECT_NE(inPlaceTag("attention", false, 3), inPlaceTag("attention", true, 2))
+      << "the k cache may not become the updated v cache";
+  for (unsigned k : {0u, 1u, 2u, 5u})
+    EXPECT_EQ(inPlaceTag("attention", false, k), 0) << "operand " << k;
+  EXPECT_EQ(inPlaceTag("attention", true, 0), 0);
+  for (const char *op : {"add", "mul", "silu", "gelu", "swiglu"}) {
+    EXPECT_NE(inPlaceTag(op, false, 0), 0) << op;
+    EXPECT_EQ(inPlaceTag(op, false, 0), inPlaceTag(op, true, 0)) << op;
+  }
+  for (const char *op : {"matmul", "rms_norm", "add_rms_norm", "rope",
+                         "softmax", "all_reduce", "reshape", ""})
+    EXPECT_EQ(inPlaceTag(op, true, 0), 0) << op;
+}
+
 TEST(ScheduleCheck, EntryValuesMustNotShareBytes) {
   EXPECT_FALSE(firstEntryOverlap({}));
   EXPECT_FALSE(firstEntryOverlap({wr(0, 64), wr(64, 128), wr(0, 64, 1)}));
