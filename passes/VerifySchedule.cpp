@@ -75,13 +75,20 @@ struct BraidVerifySchedulePass
     Operation *second = s.ops[size_t(c.second)];
     auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
     if (c.kind == sched::Conflict::Overlap) {
-      second->emitOpError()
-          << "writes bytes [" << c.access.begin << ", " << c.access.end
-          << ") of " << s.describeSpace(c.access.space)
-          << " that it also reads or writes through another operand or "
-             "result; only elementwise ops and attention's KV caches (each "
-             "into its own updated cache) run "
-             "in place, at exactly their operand's bytes";
+      InFlightDiagnostic d = second->emitOpError();
+      d << "writes bytes [" << c.access.begin << ", " << c.access.end << ") of "
+        << s.describeSpace(c.access.space)
+        << " that it also reads or writes through another operand or "
+           "result; only elementwise ops and attention's KV caches (each "
+           "into its own updated cache) run "
+           "in place, at exactly their operand's bytes";
+      // An async collective writes its wait's results while in flight: the
+      // buffer to move is likely the wait's.
+      if (second->hasTrait<OpTrait::BraidAsyncStart>() &&
+          !second->getResult(0).use_empty())
+        d.attachNote((*second->getResult(0).getUsers().begin())->getLoc())
+            << "the collective writes this wait's results while it reads "
+               "its operand";
       return;
     }
     InFlightDiagnostic d = second->emitOpError();

@@ -190,6 +190,21 @@ func.func @self_overlap(%x: tensor<4x8xf32> {braid.input = "x", braid.buffer = a
 
 // -----
 
+// An async collective writes its wait's result while it is in flight, so
+// the result on the start's operand is an overlap: reported on the start
+// (its accesses), with a note on the wait whose buffer moved.
+braid.device_group @tp size 2
+func.func @wait_over_start_operand(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}) attributes {braid.arena_size = 1024 : i64} {
+  %a = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  // expected-error@+1 {{'braid.all_reduce_start' op writes bytes [256, 512) of the arena that it also reads or writes through another operand or result}}
+  %h = braid.all_reduce_start sum %a on @tp : tensor<64xf32> -> !braid.handle<tensor<64xf32>>
+  // expected-note@+1 {{the collective writes this wait's results while it reads its operand}}
+  %y = braid.wait %h {braid.buffers = array<i64: 256, 256>} : !braid.handle<tensor<64xf32>> -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
+// -----
+
 // The inputs are copied into their buffers before the first op, so two
 // that share bytes overwrite each other where no op's access shows it.
 // expected-error@+1 {{@inputs_overlap: input 'x' and input 'y' share bytes [128, 256) of the arena (each is copied in before the first op)}}
