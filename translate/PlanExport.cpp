@@ -4,10 +4,12 @@
 #include "dialect/BraidOps.h"
 #include "dialect/ShapeChecks.h"
 #include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
 #include "runtime/GroupLayout.h"
 #include "runtime/PlanLoader.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -732,17 +734,24 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
                      "loader (an exporter bug): ")
                << loaded.status().message(),
            failure();
-  // Never emit a schedule the runtime would refuse (braid-verify-schedule
-  // names the ops in the IR).
+  // Never emit a schedule the runtime would refuse.
   if (options_.checkSchedule) {
     auto checked = ::braid::rt::loadPlan(bytes);
-    if (!checked)
+    if (!checked) {
+      // The loader counts plan ops; braid-verify-schedule, which checks the
+      // same rules on the IR, names the ops at their locations.
+      PassManager verify(module_.getContext());
+      verify.enableVerifier(false);
+      verify.addPass(createBraidVerifySchedulePass());
+      bool named = failed(verify.run(module_));
       return emitError(module_.getLoc(),
                        "refusing to emit an unsafe schedule: ")
                  << checked.status().message()
-                 << " (op numbers count the plan's ops; braid-opt "
-                    "--braid-verify-schedule names them in the IR)",
+                 << (named ? " (op numbers count the plan's ops; the errors "
+                             "above name them in the IR)"
+                           : " (op numbers count the plan's ops)"),
              failure();
+    }
   }
   return bytes;
 }
