@@ -1196,6 +1196,18 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
   BRAID_RETURN_IF_ERROR(options_.strict ? runner.runOpsStrict(strictRng_)
                                         : runner.runOps());
 
+  // The outputs are read before the state copy-back: an output that is a
+  // state slot's storage holds the function's value of it (the entry value,
+  // or one computed in place), which the copy-back may replace.
+  TensorMap outputs;
+  if (f.outputs())
+    for (const plan::Binding *b : *f.outputs()) {
+      int t = b->tensor();
+      HostTensor h(runner.tensor(t).dtype(), runner.shapeOf(t));
+      if (!h.bytes.empty())
+        std::memcpy(h.bytes.data(), runner.storage(t), h.bytes.size());
+      outputs[b->name()->str()] = std::move(h);
+    }
   // Every slot is assigned at once: slots may come back permuted (slot 0 <-
   // slot 1's tensor and slot 1 <- slot 0's), so a source that is another
   // slot's storage is copied aside before any slot is written. Other
@@ -1218,15 +1230,6 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
         std::memmove(slot.bytes.data(), src, slot.bytes.size());
     }
   }
-  TensorMap outputs;
-  if (f.outputs())
-    for (const plan::Binding *b : *f.outputs()) {
-      int t = b->tensor();
-      HostTensor h(runner.tensor(t).dtype(), runner.shapeOf(t));
-      if (!h.bytes.empty())
-        std::memcpy(h.bytes.data(), runner.storage(t), h.bytes.size());
-      outputs[b->name()->str()] = std::move(h);
-    }
   return outputs;
 }
 

@@ -1005,6 +1005,15 @@ Status CudaRank::enqueue(Function &fn) {
     BRAID_CUDA_CHECK(cudaEventRecord(fn.join[j].get(), s));
     BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, fn.join[j].get(), 0));
   }
+  // The outputs, into their page-locked copies, which runStep reads once
+  // the step ended. Before the state copy-back: an output that is a state
+  // slot's storage holds the function's value of it (the entry value, or
+  // one computed in place), which the copy-back may replace.
+  for (const auto &[t, host] : fn.pinnedOutputs) {
+    TensorRef x = ref(fn, t);
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(host.get(), x.data, bytesOf(x),
+                                     cudaMemcpyDeviceToHost, main));
+  }
   // State updated out of place is copied into its slot, as one
   // simultaneous assignment: sources that are other slots go through the
   // scratch buffer first (see prepareFunction), so that no slot write
@@ -1032,13 +1041,6 @@ Status CudaRank::enqueue(Function &fn) {
                                          bytesOf(ref(fn, b->output())),
                                          cudaMemcpyDeviceToDevice, main));
     }
-  }
-  // The outputs, into their page-locked copies (after the copy-back: an
-  // output may be a state slot), which runStep reads once the step ended.
-  for (const auto &[t, host] : fn.pinnedOutputs) {
-    TensorRef x = ref(fn, t);
-    BRAID_CUDA_CHECK(cudaMemcpyAsync(host.get(), x.data, bytesOf(x),
-                                     cudaMemcpyDeviceToHost, main));
   }
   return Status::ok();
 }

@@ -161,6 +161,32 @@ TEST(CudaExecutor, FusedEpiloguesMatchInterpreter) {
   }
 }
 
+// An output that is a state slot's storage is the slot's entry value, read
+// before the copy-back stores this step's silu(x) (the interpreter's
+// order, which InterpreterTest checks against the arithmetic).
+TEST(CudaExecutor, AnOutputOfAStateSlotIsItsValueBeforeTheCopyBack) {
+  PlanBuilder pb(1);
+  int slot = pb.stateSlot("prev", {64});
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {64});
+  int prev = f.state(slot, pb.plan());
+  int y = f.tensor({64});
+  f.op(OpCode::Silu, {x}, {y});
+  f.output("prev", prev);
+  auto bind = std::make_unique<plan::StateBindingT>();
+  bind->slot = slot;
+  bind->input = prev;
+  bind->output = y;
+  f.fn().state.push_back(std::move(bind));
+  auto step = [](float phase) {
+    return TensorMap{
+        {"x", HostTensor::fromFloats(DType::F32, {64}, wave(64, phase))}};
+  };
+  expectSameOnGpu(
+      pb, {{"step", step(0.0f)}, {"step", step(0.5f)}, {"step", step(0.9f)}},
+      1e-6, 1e-6);
+}
+
 // A KV cache in state across prefill (4 tokens at position 0) and two decode
 // steps (positions 4 and 5): one captured decode graph serves both, since
 // the position is a device tensor.

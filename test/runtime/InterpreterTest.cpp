@@ -476,6 +476,42 @@ TEST(Interpreter, StateSlotsReturnedSwappedAreAssignedAtOnce) {
   }
 }
 
+TEST(Interpreter, AnOutputOfAStateSlotIsItsValueBeforeTheCopyBack) {
+  // Each step returns the slot's entry value (the output is the slot's
+  // storage) and stores silu(x) into it: the previous step's silu(x), not
+  // this step's, as the IR says (braid-simplify folds the copy that would
+  // otherwise hold the entry value).
+  PlanBuilder pb(1);
+  int slot = pb.stateSlot("prev", {2});
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {2});
+  int prev = f.state(slot, pb.plan());
+  int y = f.tensor({2});
+  f.op(OpCode::Silu, {x}, {y});
+  f.output("prev", prev);
+  auto bind = std::make_unique<plan::StateBindingT>();
+  bind->slot = slot;
+  bind->input = prev;
+  bind->output = y;
+  f.fn().state.push_back(std::move(bind));
+  for (bool strict : {false, true}) {
+    auto runner = makeRunner(pb);
+    ASSERT_TRUE(runner);
+    runner->setStrict(strict);
+    auto first = runner->run("step", {{{"x", f32({2}, {1, 2})}}});
+    ASSERT_TRUE(first) << first.status().message();
+    EXPECT_EQ((*first)[0].at("prev").toFloats(), (std::vector<float>{0, 0}));
+    auto second = runner->run("step", {{{"x", f32({2}, {3, 4})}}});
+    ASSERT_TRUE(second) << second.status().message();
+    std::vector<float> silu = {1 / (1 + std::exp(-1.0f)),
+                               2 / (1 + std::exp(-2.0f))};
+    std::vector<float> got = (*second)[0].at("prev").toFloats();
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_NEAR(got[i], silu[i], 1e-6f) << i;
+  }
+}
+
 // A matmul over a parameter pack gives exactly the matmuls over its pieces,
 // side by side, on every rank (each pack holds that rank's slices); a
 // piece set by name is seen through the pack at once.
