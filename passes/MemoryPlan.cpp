@@ -7,6 +7,7 @@
 #include "runtime/Views.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -364,6 +365,19 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
                  << "buffer [" << offset << ", +" << size << ") for a value of "
                  << need << " bytes does not fit the arena of "
                  << plan.arenaSize << " bytes",
+             failure();
+    // The kernels index buffers as arrays of their elements (the loader
+    // refuses the same plans).
+    Type element = getElementTypeOrSelf(v.getType());
+    int64_t elementBytes =
+        element.isIntOrFloat()
+            ? std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1)
+            : 1;
+    if (offset % elementBytes != 0)
+      return diagOp->emitError()
+                 << "buffer [" << offset << ", +" << size << ") for a value of "
+                 << element << " elements is not aligned to their "
+                 << elementBytes << " bytes",
              failure();
     plan.offsets[v] = offset;
     plan.sizes[v] = size;

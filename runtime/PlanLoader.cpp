@@ -305,6 +305,12 @@ private:
           return errorf(fn_, "tensor ", i, " of shape ", formatShape(shape),
                         " x ", dtypeName(t->dtype()), " needs ", bytes,
                         " bytes but its buffer has ", size);
+        // Kernels index a buffer as an array of its elements (on the GPU a
+        // misaligned one faults).
+        if (int64_t es = int64_t(dtypeSize(t->dtype())); es && off % es)
+          return errorf(fn_, "tensor ", i, " (", dtypeName(t->dtype()),
+                        ") at arena offset ", off, " is not aligned to its ",
+                        es, "-byte elements");
         break;
       }
       case TensorKind::Parameter: {

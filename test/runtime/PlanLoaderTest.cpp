@@ -215,6 +215,18 @@ TEST(PlanLoader, RejectsBufferOutsideArena) {
   EXPECT_CONTAINS(loadError(pb), "outside the arena");
 }
 
+TEST(PlanLoader, RejectsBufferNotAlignedToItsElements) {
+  // The CPU kernels would not notice; the GPU's would fault.
+  PlanBuilder pb = goodPlan();
+  plan::TensorT &t = *pb.plan().functions[0]->tensors[4];
+  ASSERT_EQ(t.dtype, DType::F32);
+  t.buffer_offset += 2;
+  EXPECT_CONTAINS(loadError(pb), "tensor 4 (f32) at arena offset ");
+  EXPECT_CONTAINS(loadError(pb), "is not aligned to its 4-byte elements");
+  t.buffer_offset += 2; // aligned again
+  EXPECT_TRUE(loadPlan(pb.finish())) << loadError(pb);
+}
+
 TEST(PlanLoader, RejectsBufferSmallerThanShape) {
   PlanBuilder pb = goodPlan();
   pb.plan().functions[0]->tensors[3]->buffer_size = 16;

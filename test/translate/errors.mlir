@@ -72,6 +72,17 @@ func.func @buffer_outside_arena(%x: tensor<4xf32> {braid.input = "x", braid.buff
 
 // -----
 
+// Kernels index a buffer as an array of its elements: an f32 value at an
+// offset that is not a multiple of 4 is refused (the CPU would not notice,
+// the GPU faults).
+func.func @buffer_misaligned(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
+  // expected-error@+1 {{buffer [258, +16) for a value of 'f32' elements is not aligned to their 4 bytes}}
+  %y = braid.silu %x {braid.buffers = array<i64: 258, 16>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // expected-error@+1 {{buffer [0, +8) for a value of 16 bytes does not fit the arena of 512 bytes}}
 func.func @buffer_too_small(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 8>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
   %y = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<4xf32>
