@@ -410,7 +410,9 @@ def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
     Option<"concurrentCommunicators", "concurrent-communicators", "bool",
            "false",
            "The target runs collectives of different communicators "
-           "concurrently without deadlock; do not order them">,
+           "concurrently without deadlock; do not order them (analysis "
+           "only: plans always get the ordered rule, see "
+           "braid-verify-schedule)">,
   ];
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
@@ -580,7 +582,10 @@ def BraidVerifySchedulePass : Pass<"braid-verify-schedule", "::mlir::ModuleOp"> 
     Option<"concurrentCommunicators", "concurrent-communicators", "bool",
            "false",
            "The target runs collectives of different communicators "
-           "concurrently without deadlock">,
+           "concurrently without deadlock (analysis only: the plan loader, "
+           "and so braid-to-plan, always orders them, since no runtime "
+           "today guarantees that NCCL kernels of two communicators never "
+           "deadlock)">,
   ];
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
