@@ -292,49 +292,6 @@ TEST(Interpreter, HugeArenaIsAnErrorNotACrash) {
       << out.status().message();
 }
 
-TEST(Interpreter, BuffersAtUnalignedOffsets) {
-  // Found by fuzz/PlanLoaderFuzzer.cpp (UBSan: misaligned int32 load in
-  // loadAsInt). The loader checks that buffers are inside the arena, not
-  // that they are aligned for their dtype, so the dtype conversions must
-  // work on storage at any byte offset: i32 and bf16 buffers at odd offsets,
-  // read and written as floats and as ids. (Plain x86 builds tolerate the
-  // old typed accesses; the fuzz test's UBSan build is what catches them.)
-  // (An i32 all_reduce over one rank reads and writes ids; an i32 add is
-  // refused by the loader's dtype check.)
-  PlanBuilder pb(1);
-  pb.group("one", 1);
-  int table = pb.param("embed_tokens.weight", {5, 2}, {5, 2}, DType::BF16);
-  FnBuilder f = pb.function("main");
-  int x = f.input("x", {2}, DType::I32);
-  int y = f.tensor({2}, DType::I32);
-  int e = f.tensor({2, 2}, DType::BF16);
-  int g = f.tensor({2, 2}, DType::BF16);
-  f.op(OpCode::AllReduce, {x}, {y}).group = 0;
-  f.op(OpCode::Embedding, {y, f.param(table, pb.plan())}, {e});
-  f.op(OpCode::Add, {e, e}, {g});
-  f.output("y", y);
-  f.output("g", g);
-  plan::FunctionT &fn = f.fn();
-  fn.tensors[size_t(x)]->buffer_offset = 1;  // [1, 9)
-  fn.tensors[size_t(y)]->buffer_offset = 10; // [10, 18): 2 mod 4
-  fn.tensors[size_t(e)]->buffer_offset = 19; // [19, 27)
-  fn.tensors[size_t(g)]->buffer_offset = 29; // [29, 37)
-  fn.arena_size = 37;
-  auto runner = makeRunner(pb);
-  ASSERT_TRUE(runner);
-  auto out = runner->run(
-      "main", {{{"x", HostTensor::fromInts(DType::I32, {2}, {2, 4})}}});
-  ASSERT_TRUE(out) << out.status().message();
-  EXPECT_EQ((*out)[0].at("y").toInts(), (std::vector<int64_t>{2, 4}));
-  std::vector<float> w = runner->rank(0).parameter(table).toFloats();
-  std::vector<float> want;
-  for (int row : {2, 4})
-    for (int c = 0; c < 2; ++c) // bf16 values double exactly
-      want.push_back(2 * w[size_t(row * 2 + c)]);
-  std::vector<float> got = (*out)[0].at("g").toFloats();
-  EXPECT_EQ(got, want);
-}
-
 namespace {
 // A LLaMA attention block on `tp` ranks with a KV cache: hidden 8, 4 query
 // heads, 2 KV heads, head_dim 2. q/k/v are column-parallel (KV heads

@@ -225,6 +225,30 @@ TEST(PlanLoader, RejectsBufferNotAlignedToItsElements) {
   EXPECT_CONTAINS(loadError(pb), "is not aligned to its 4-byte elements");
   t.buffer_offset += 2; // aligned again
   EXPECT_TRUE(loadPlan(pb.finish())) << loadError(pb);
+
+  // Each dtype to its own size (the fuzzer's plan that once put an i32
+  // input at offset 1 and a bf16 result at 19: the interpreter tolerated
+  // them, the GPU would not).
+  for (auto [dtype, offset, ok] : {std::tuple{DType::I32, 1, false},
+                                   {DType::I32, 2, false},
+                                   {DType::I32, 4, true},
+                                   {DType::BF16, 19, false},
+                                   {DType::BF16, 18, true},
+                                   {DType::F16, 3, false}}) {
+    PlanBuilder one;
+    FnBuilder f = one.function("main");
+    int x = f.input("x", {2}, dtype);
+    f.output("x", x);
+    f.fn().tensors[size_t(x)]->buffer_offset = offset;
+    f.fn().arena_size = 64;
+    if (ok) {
+      auto loaded = loadPlan(one.finish());
+      EXPECT_TRUE(loaded) << dtypeName(dtype) << " at " << offset << ": "
+                          << loaded.status().message();
+    } else {
+      EXPECT_CONTAINS(loadError(one), "is not aligned to its");
+    }
+  }
 }
 
 TEST(PlanLoader, RejectsBufferSmallerThanShape) {
