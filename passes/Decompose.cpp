@@ -581,8 +581,18 @@ struct BraidDecomposePass
         if (order != "side-by-side")
           legal.push_back({form, k, true});
       }
-    // Nothing legal (one count forced, and refused): the function as it is.
+    // Nothing legal (one count forced, and refused): the function as it is,
+    // which the user who forced the count is told about (not for a decode
+    // step, which no count ever cuts).
     Choice best = legal.empty() ? Choice{func} : legal.front();
+    SmallVector<BlockArgument> tokens = tokenInputs(func);
+    bool decodeStep =
+        !tokens.empty() && cast<RankedTensorType>(tokens.front().getType())
+                                   .getDimSize(kTokenDim) <= 1;
+    if (legal.empty() && !refused.empty() && !decodeStep)
+      func.emitWarning("braid-decompose: ")
+          << std::get<1>(refused.front()) << " chunks cannot apply ("
+          << std::get<2>(refused.front()) << "): the function stays whole";
     std::string decision;
     llvm::raw_string_ostream os(decision);
     if (legal.size() > 1) {

@@ -338,7 +338,14 @@ void CommandLine::addPromptAndGeneration() {
         "sequences to generate, at most the plan's batch: the others are "
         "padding, and decode runs in the smallest decode batch bucket "
         "(braid-compile --decode-batches) that holds N",
-        setNumber("--sequences", o_.sequences));
+        [this, sequences = setNumber("--sequences", o_.sequences)](
+            const std::string &v) -> Status {
+          BRAID_RETURN_IF_ERROR(sequences(v));
+          // 0 stands for "not given": the plan's batch.
+          if (o_.sequences < 1)
+            return errorf("--sequences ", v, ": at least 1 sequence");
+          return Status::ok();
+        });
   value("--tokens", "a,b,...", "synthetic, from --prompt-seed",
         "prompt ids, sequences x prompt length of them, sequence after "
         "sequence",

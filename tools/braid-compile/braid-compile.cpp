@@ -64,7 +64,9 @@ static cl::opt<std::string> decompose(
     "decompose",
     cl::desc("braid-decompose's chunk counts in the default pipeline (with "
              "--schedule): the prefill's tokens cut into the count the cost "
-             "model prices fastest; one count forces it, 'off' never cuts"),
+             "model prices fastest; one count forces it where it applies "
+             "(a warning names each function it cannot cut), 'off' never "
+             "cuts"),
     cl::value_desc("counts"), cl::init("1,2,4"), cl::cat(compileCategory));
 static cl::opt<std::string> decomposeOrder(
     "decompose-order",
@@ -154,14 +156,16 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(llvm::toString(module.takeError()));
 
-  // Passes' remarks (what they decided and why) are --report's; errors
-  // go on to the default handler.
+  // Passes' remarks (what they decided and why) are --report's; warnings
+  // (an option that could not apply) are always shown; errors go on to the
+  // default handler.
   mlir::ScopedDiagnosticHandler remarks(&ctx, [](mlir::Diagnostic &d) {
-    if (d.getSeverity() != mlir::DiagnosticSeverity::Remark)
+    bool warning = d.getSeverity() == mlir::DiagnosticSeverity::Warning;
+    if (d.getSeverity() != mlir::DiagnosticSeverity::Remark && !warning)
       return mlir::failure();
-    if (!report)
+    if (!report && !warning)
       return mlir::success();
-    llvm::errs() << "braid-compile: ";
+    llvm::errs() << (warning ? "braid-compile: warning: " : "braid-compile: ");
     if (auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation()))
       llvm::errs() << name.getName().getValue() << ": ";
     llvm::errs() << d.str() << "\n";
@@ -178,6 +182,10 @@ int main(int argc, char **argv) {
     pipeline.schedule = schedule;
     pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
     pipeline.decomposeOrder = decomposeOrder;
+    if (combineCollectiveBytes < 0)
+      return fail("--combine-collectives " +
+                  std::to_string(combineCollectiveBytes) +
+                  ": a byte count, 0 or more (0: never)");
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;
