@@ -165,19 +165,7 @@ TEST(CudaExecutor, FusedEpiloguesMatchInterpreter) {
 // before the copy-back stores this step's silu(x) (the interpreter's
 // order, which InterpreterTest checks against the arithmetic).
 TEST(CudaExecutor, AnOutputOfAStateSlotIsItsValueBeforeTheCopyBack) {
-  PlanBuilder pb(1);
-  int slot = pb.stateSlot("prev", {64});
-  FnBuilder f = pb.function("step");
-  int x = f.input("x", {64});
-  int prev = f.state(slot, pb.plan());
-  int y = f.tensor({64});
-  f.op(OpCode::Silu, {x}, {y});
-  f.output("prev", prev);
-  auto bind = std::make_unique<plan::StateBindingT>();
-  bind->slot = slot;
-  bind->input = prev;
-  bind->output = y;
-  f.fn().state.push_back(std::move(bind));
+  PlanBuilder pb = previousValuePlan(64);
   auto step = [](float phase) {
     return TensorMap{
         {"x", HostTensor::fromFloats(DType::F32, {64}, wave(64, phase))}};

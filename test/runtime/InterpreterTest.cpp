@@ -438,19 +438,7 @@ TEST(Interpreter, AnOutputOfAStateSlotIsItsValueBeforeTheCopyBack) {
   // storage) and stores silu(x) into it: the previous step's silu(x), not
   // this step's, as the IR says (braid-simplify folds the copy that would
   // otherwise hold the entry value).
-  PlanBuilder pb(1);
-  int slot = pb.stateSlot("prev", {2});
-  FnBuilder f = pb.function("step");
-  int x = f.input("x", {2});
-  int prev = f.state(slot, pb.plan());
-  int y = f.tensor({2});
-  f.op(OpCode::Silu, {x}, {y});
-  f.output("prev", prev);
-  auto bind = std::make_unique<plan::StateBindingT>();
-  bind->slot = slot;
-  bind->input = prev;
-  bind->output = y;
-  f.fn().state.push_back(std::move(bind));
+  PlanBuilder pb = previousValuePlan(2);
   for (bool strict : {false, true}) {
     auto runner = makeRunner(pb);
     ASSERT_TRUE(runner);

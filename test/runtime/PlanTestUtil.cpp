@@ -253,4 +253,21 @@ std::vector<float> wave(int64_t n, float phase) {
   return v;
 }
 
+PlanBuilder previousValuePlan(int64_t n) {
+  PlanBuilder pb(1);
+  int slot = pb.stateSlot("prev", {n});
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {n});
+  int prev = f.state(slot, pb.plan());
+  int y = f.tensor({n});
+  f.op(OpCode::Silu, {x}, {y});
+  f.output("prev", prev);
+  auto bind = std::make_unique<plan::StateBindingT>();
+  bind->slot = slot;
+  bind->input = prev;
+  bind->output = y;
+  f.fn().state.push_back(std::move(bind));
+  return pb;
+}
+
 } // namespace braid::rt::test

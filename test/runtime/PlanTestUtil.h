@@ -90,6 +90,11 @@ PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
                             int64_t batch, int64_t tokens,
                             DType dtype = DType::F32);
 
+/// Function "step", input "x" [n]: returns as "prev" the state slot "prev"
+/// as it was at entry (the output is the slot's storage) and stores
+/// silu(x) into it. Each step's "prev" is the previous step's silu(x).
+PlanBuilder previousValuePlan(int64_t n);
+
 } // namespace braid::rt::test
 
 #endif // BRAID_TEST_RUNTIME_PLANTESTUTIL_H
