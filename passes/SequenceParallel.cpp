@@ -724,7 +724,8 @@ struct BraidSequenceParallelPass
         // (below).
         say(name + ": Ulysses left alone: its tokens do not divide by the "
                    "group size (pad rows must not reach attention); plain "
-                   "TP on whole q/k/v/o weights");
+                   "TP (on whole q/k/v/o weights where another function "
+                   "runs Ulysses)");
         plainFunctions.push_back(func);
         continue;
       }
@@ -806,8 +807,16 @@ struct BraidSequenceParallelPass
                 .str());
       }
     }
-    if (!ulyssesGroup)
+    if (!ulyssesGroup) {
+      // Asked for by name and applied nowhere: the user is told, not only
+      // --report (nor is the model checked for it: KV heads, fused q/k/v).
+      if (ulysses && !plainFunctions.empty())
+        module.emitWarning("braid-sequence-parallel: Ulysses applies to no "
+                           "function (no function's tokens divide by the "
+                           "group size, or none has a token region): plain "
+                           "TP everywhere");
       return;
+    }
     for (func::FuncOp func : plainFunctions) {
       std::string why;
       int attentions = 0;

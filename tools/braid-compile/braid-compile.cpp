@@ -129,6 +129,10 @@ static cl::opt<bool> verifyEach(
              "it is verified once, after the pipeline"),
     cl::cat(compileCategory));
 
+/// Set while --report's serial reference pipeline runs: its warnings repeat
+/// the compiled pipeline's.
+static bool quietWarnings = false;
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "braid-compile: " << message << "\n";
   return 1;
@@ -163,7 +167,7 @@ int main(int argc, char **argv) {
     bool warning = d.getSeverity() == mlir::DiagnosticSeverity::Warning;
     if (d.getSeverity() != mlir::DiagnosticSeverity::Remark && !warning)
       return mlir::failure();
-    if (!report && !warning)
+    if ((!report && !warning) || (warning && quietWarnings))
       return mlir::success();
     llvm::errs() << (warning ? "braid-compile: warning: " : "braid-compile: ");
     if (auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation()))
@@ -198,23 +202,30 @@ int main(int argc, char **argv) {
                  mlir::parsePassPipeline(passPipeline, pm, llvm::errs()))) {
     return fail("cannot parse --pass-pipeline '" + passPipeline + "'");
   }
-  // The serial reference of --report: the same pipeline, unscheduled.
+  // The serial reference of --report: the same pipeline, unscheduled, on
+  // the imported module; run after the real one, so that the real one's
+  // errors are reported as such, and quietly (its warnings are the real
+  // one's).
   mlir::OwningOpRef<mlir::ModuleOp> serial;
-  if (report && passPipeline.empty() && schedule) {
+  if (report && passPipeline.empty() && schedule)
     serial = (**module).clone();
-    mlir::PassManager serialPm(&ctx);
-    braid::PipelineOptions unscheduled = pipeline;
-    unscheduled.schedule = false;
-    unscheduled.report = false;
-    braid::buildDefaultPipeline(serialPm, unscheduled);
-    if (mlir::failed(serialPm.run(*serial)))
-      return fail("the unscheduled pipeline (--report's reference) failed");
-  }
   if (mlir::failed(pm.run(**module)))
     return fail("the pass pipeline failed");
   if (mlir::failed(mlir::verify(**module)))
     return fail("the compiled IR does not verify (--verify-each finds the "
                 "pass that broke it)");
+  if (serial) {
+    mlir::PassManager serialPm(&ctx);
+    braid::PipelineOptions unscheduled = pipeline;
+    unscheduled.schedule = false;
+    unscheduled.report = false;
+    braid::buildDefaultPipeline(serialPm, unscheduled);
+    quietWarnings = true;
+    bool failed = mlir::failed(serialPm.run(*serial));
+    quietWarnings = false;
+    if (failed)
+      return fail("the unscheduled pipeline (--report's reference) failed");
+  }
 
   if (report)
     if (llvm::Error e = braid::printCompileReport(
