@@ -156,8 +156,24 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
       shape.decodeBuckets.emplace_back(b, name);
       continue;
     }
-    if (isDecode)
+    if (isDecode) {
+      // Attention (q, k, v, k_cache, v_cache, position): a cache row per
+      // position, so the run's last position must be below dim 1.
+      if (f->ops())
+        for (const plan::Op *op : *f->ops()) {
+          if (op->opcode() != plan::OpCode::Attention || !op->operands() ||
+              op->operands()->size() < 4)
+            continue;
+          unsigned t = unsigned(op->operands()->Get(3));
+          if (!f->tensors() || t >= f->tensors()->size())
+            continue; // the loader refuses it; nothing to learn here
+          Shape cache = shapeOf(*f->tensors()->Get(t));
+          if (cache.size() >= 2 && cache[1] > 0 &&
+              (shape.cacheRows == 0 || cache[1] < shape.cacheRows))
+            shape.cacheRows = cache[1];
+        }
       continue;
+    }
     if (f == exact) {
       shape.prefillFunction = name;
       shape.prefillTokens = shape.promptLength = idShape[1];
@@ -334,6 +350,13 @@ braid::rt::generate(const GenerationShape &shape,
           std::numeric_limits<int32_t>::max())
     return errorf(options.decodeSteps, " decode steps after a prompt of ", s,
                   " reach positions that do not fit the plan's i32 positions");
+  // Decode step k feeds position s + k - 1: found here, not at the step
+  // whose cache write would fail.
+  if (shape.cacheRows > 0 && s + int64_t(options.decodeSteps) > shape.cacheRows)
+    return errorf("a prompt of ", s, " tokens and ", options.decodeSteps,
+                  " decode steps need ", s + int64_t(options.decodeSteps),
+                  " positions; the plan's KV cache holds ", shape.cacheRows,
+                  " (braid-compile --max-seq)");
   if (int64_t(options.prompt.size()) != b * s)
     return errorf("the prompt has ", options.prompt.size(),
                   " tokens; the plan's prefill takes ", b, " x ", s, " = ",

@@ -60,6 +60,9 @@ struct GenerationShape {
   int64_t decodeBatch = 0;
   /// The plan's decode batch buckets `decode_<b>` (b < planBatch), by size.
   std::vector<std::pair<int64_t, std::string>> decodeBuckets;
+  /// Positions the decode's KV caches hold (dim 1 of its attentions' k
+  /// caches, the least of them; braid-compile --max-seq); 0: none found.
+  int64_t cacheRows = 0;
 };
 
 /// Checks the plan has `decode` and either `prefill` or one or more
