@@ -54,6 +54,28 @@ SmallVector<BlockArgument> mlir::braid::tokenInputs(func::FuncOp func) {
   return inputs;
 }
 
+/// A decode step's token inputs (tokenInputs) hold one token each: nothing
+/// to cut.
+static bool holdsOneToken(ArrayRef<BlockArgument> tokenInputs) {
+  return !tokenInputs.empty() &&
+         cast<RankedTensorType>(tokenInputs.front().getType())
+                 .getDimSize(kTokenDim) <= 1;
+}
+
+std::optional<SmallVector<int>>
+mlir::braid::parseChunkCounts(StringRef chunks) {
+  SmallVector<int> counts;
+  SmallVector<StringRef> pieces;
+  chunks.split(pieces, ',');
+  for (StringRef piece : pieces) {
+    int k = 0;
+    if (piece.trim().getAsInteger(10, k) || k < 1)
+      return std::nullopt;
+    counts.push_back(k);
+  }
+  return counts;
+}
+
 namespace {
 
 RankedTensorType chunkType(Type type, int k) {
@@ -140,8 +162,7 @@ private:
       if (&op != terminator_)
         old.push_back(&op);
     SmallVector<BlockArgument> inputs = tokenInputs(func_);
-    if (!inputs.empty() && cast<RankedTensorType>(inputs.front().getType())
-                                   .getDimSize(kTokenDim) <= 1)
+    if (holdsOneToken(inputs))
       return "one token (a decode step): nothing to cut";
     for (BlockArgument arg : inputs) {
       auto t = cast<RankedTensorType>(arg.getType());
@@ -468,18 +489,12 @@ struct BraidDecomposePass
           << order << "'";
       return signalPassFailure();
     }
-    SmallVector<int> candidates;
-    SmallVector<StringRef> pieces;
-    StringRef(chunks).split(pieces, ',');
-    for (StringRef piece : pieces) {
-      int k = 0;
-      if (piece.trim().getAsInteger(10, k) || k < 1) {
-        module.emitError("braid-decompose: chunks must be a list of positive "
-                         "counts, got '")
-            << chunks << "'";
-        return signalPassFailure();
-      }
-      candidates.push_back(k);
+    std::optional<SmallVector<int>> candidates = parseChunkCounts(chunks);
+    if (!candidates) {
+      module.emitError("braid-decompose: chunks must be a list of positive "
+                       "counts, got '")
+          << chunks << "'";
+      return signalPassFailure();
     }
     // Functions, and the variants braid-sequence-parallel left beside them.
     SmallVector<func::FuncOp> funcs;
@@ -506,7 +521,7 @@ struct BraidDecomposePass
         }
         continue;
       }
-      if (failed(decomposeFunction(module, func, mine, *tgt, candidates)))
+      if (failed(decomposeFunction(module, func, mine, *tgt, *candidates)))
         return signalPassFailure();
     }
     for (auto &[of, orphans] : variants) {
@@ -585,11 +600,7 @@ struct BraidDecomposePass
     // which the user who forced the count is told about (not for a decode
     // step, which no count ever cuts).
     Choice best = legal.empty() ? Choice{func} : legal.front();
-    SmallVector<BlockArgument> tokens = tokenInputs(func);
-    bool decodeStep =
-        !tokens.empty() && cast<RankedTensorType>(tokens.front().getType())
-                                   .getDimSize(kTokenDim) <= 1;
-    if (legal.empty() && !refused.empty() && !decodeStep)
+    if (legal.empty() && !refused.empty() && !holdsOneToken(tokenInputs(func)))
       func.emitWarning("braid-decompose: ")
           << std::get<1>(refused.front()) << " chunks cannot apply ("
           << std::get<2>(refused.front()) << "): the function stays whole";

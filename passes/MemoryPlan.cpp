@@ -369,10 +369,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
     // The kernels index buffers as arrays of their elements (the loader
     // refuses the same plans).
     Type element = getElementTypeOrSelf(v.getType());
-    int64_t elementBytes =
-        element.isIntOrFloat()
-            ? std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1)
-            : 1;
+    int64_t elementBytes = elementByteSize(element).value_or(1);
     if (offset % elementBytes != 0)
       return diagOp->emitError()
                  << "buffer [" << offset << ", +" << size << ") for a value of "

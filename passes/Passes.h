@@ -20,6 +20,10 @@ namespace mlir::braid {
 /// ids and positions). braid-decompose cuts them into chunks.
 SmallVector<BlockArgument> tokenInputs(func::FuncOp func);
 
+/// braid-decompose's `chunks` option (braid-compile --decompose): a
+/// comma-separated list of counts >= 1; nullopt when it is not one.
+std::optional<SmallVector<int>> parseChunkCounts(StringRef chunks);
+
 /// On a function braid-decompose cut: the number of token chunks (i64).
 /// Informational (braid-compile --report); nothing reads it to compute.
 constexpr llvm::StringLiteral kTokenChunksAttr = "braid.token_chunks";

@@ -8,6 +8,7 @@
 #include "passes/CompileReport.h"
 #include "passes/InitAll.h"
 #include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/StepStats.h"
 #include "translate/PlanExport.h"
@@ -184,19 +185,12 @@ int main(int argc, char **argv) {
     pipeline.fuseCollectives = fuseCollectives;
     pipeline.fuseCompute = fuseCompute;
     pipeline.schedule = schedule;
-    if (decompose != "off") {
-      // Checked here to name the flag (braid-decompose would name its
-      // own option).
-      llvm::SmallVector<llvm::StringRef> counts;
-      llvm::StringRef(decompose).split(counts, ',');
-      for (llvm::StringRef c : counts) {
-        int k = 0;
-        if (c.trim().getAsInteger(10, k) || k < 1)
-          return fail("--decompose '" + decompose +
-                      "': chunk counts are integers of 1 or more, "
-                      "comma-separated, or 'off'");
-      }
-    }
+    // Checked here to name the flag (braid-decompose would name its own
+    // option).
+    if (decompose != "off" && !mlir::braid::parseChunkCounts(decompose))
+      return fail("--decompose '" + decompose +
+                  "': chunk counts are integers of 1 or more, "
+                  "comma-separated, or 'off'");
     pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
     pipeline.decomposeOrder = decomposeOrder;
     if (combineCollectiveBytes < 0)
