@@ -4,6 +4,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 namespace cl = llvm::cl;
 
 static cl::OptionCategory importCategory("Model import options");
@@ -43,6 +45,7 @@ static cl::list<std::string> prefillBuckets(
              "each (prefill_<S>) sharing parameters and the KV cache; "
              "braid-run runs a prompt in the smallest bucket that holds it, "
              "padded. 'auto': powers of two from 16 up to --seq, and --seq. "
+             "A list must hold --seq when --seq is given. "
              "Default: none, one prefill of exactly --seq tokens"),
     cl::CommaSeparated, cl::cat(importCategory));
 
@@ -97,7 +100,35 @@ static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
               "' is not a token count (a list of integers, or 'auto')");
     out.push_back(v);
   }
+  // An explicit list decides the prefill lengths; --seq, when given too,
+  // is the longest prompt the plan must serve, so some bucket must hold it.
+  // (The importer refuses an unordered list, so back() is the largest only
+  // for a valid one: compare against the maximum.)
+  if (!out.empty() && seq.getNumOccurrences()) {
+    int64_t largest = *std::max_element(out.begin(), out.end());
+    if (seq > largest)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--seq " + std::to_string(seq.getValue()) +
+              " is longer than the largest --prefill-buckets entry " +
+              std::to_string(largest) +
+              ": a prompt of --seq tokens would "
+              "fit no prefill function (add " +
+              std::to_string(seq.getValue()) +
+              " to the list, or use --prefill-buckets auto)");
+  }
   return out;
+}
+
+/// --seq: the prefill length, or with explicit buckets and no --seq, the
+/// largest bucket (the longest prompt the plan serves), so that the default
+/// of 16 neither outgrows a small --max-seq nor undersells the buckets.
+static int64_t seqFromCommandLine(const std::vector<int64_t> &buckets) {
+  if (buckets.empty() || seq.getNumOccurrences())
+    return seq;
+  // At least 1, so a bad bucket is refused as a bucket, not as --seq.
+  return std::max<int64_t>(1,
+                           *std::max_element(buckets.begin(), buckets.end()));
 }
 
 llvm::Expected<braid::ImportOptions> braid::importOptionsFromCommandLine() {
@@ -109,7 +140,7 @@ llvm::Expected<braid::ImportOptions> braid::importOptionsFromCommandLine() {
   options.decodeBatches.assign(decodeBatches.begin(), decodeBatches.end());
   options.tp = tp;
   options.batch = batch;
-  options.seq = seq;
+  options.seq = seqFromCommandLine(options.prefillBuckets);
   options.maxSeq = maxSeq;
   options.dtype = dtype;
   options.keepLogitsSharded = keepLogitsSharded;

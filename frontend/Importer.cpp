@@ -147,16 +147,17 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
     return importError("--max-seq " + llvm::Twine(l.maxSeq) +
                        " exceeds the model's maximum positions " +
                        llvm::Twine(c.maxPositions));
-  if (o.seq > l.maxSeq)
-    return importError("--seq " + llvm::Twine(o.seq) +
-                       " exceeds the KV-cache capacity (--max-seq) " +
-                       llvm::Twine(l.maxSeq));
   if (llvm::Error e = checkIncreasing("--decode-batches", "batch",
                                       o.decodeBatches, o.batch, "--batch"))
     return std::move(e);
   if (llvm::Error e = checkIncreasing("--prefill-buckets", "bucket",
                                       o.prefillBuckets, l.maxSeq, "--max-seq"))
     return std::move(e);
+  // After the buckets: without --seq it is the largest of them.
+  if (o.seq > l.maxSeq)
+    return importError("--seq " + llvm::Twine(o.seq) +
+                       " exceeds the KV-cache capacity (--max-seq) " +
+                       llvm::Twine(l.maxSeq));
 
   // The largest tensors of the module (full parameters, and one rank's
   // activations of a prefill step), checked before anything is built so
