@@ -34,6 +34,10 @@ def Braid_Dialect : Dialect {
     `braid.state = "name"` and their results with `braid.output = "name"` or
     `braid.state = "name"`: each a non-empty name, unique per function and
     kind, on a tensor as above; a state result has its argument's type.
+    An output that each rank holds only a block of carries
+    `braid.sharded = {group = @g, dim = d, size = n}`: the whole output is
+    the blocks of @g's members along dim d in group-rank order, cut to n
+    (the rest is padding); runtimes gather it (`--keep-logits-sharded`).
   }];
   let useDefaultTypePrinterParser = 1;
   // `braid.stream` is a dialect attribute: verified wherever it appears.

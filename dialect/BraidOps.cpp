@@ -187,6 +187,7 @@ LogicalResult BraidDialect::verifyOperationAttribute(Operation *op,
 static constexpr StringLiteral kInputAttr = "braid.input";
 static constexpr StringLiteral kOutputAttr = "braid.output";
 static constexpr StringLiteral kStateAttr = "braid.state";
+static constexpr StringLiteral kShardedAttr = "braid.sharded";
 
 /// "func.func @prefill"
 static std::string functionLabel(Operation *op) {
@@ -270,18 +271,61 @@ LogicalResult BraidDialect::verifyRegionArgAttribute(Operation *op,
                       [&](unsigned j) { return fn.getArgAttrDict(j); });
 }
 
+/// `braid.sharded = {group = @g, dim = d, size = n}` on a braid.output
+/// result: each rank returns its block of dim d, and the whole output is
+/// the blocks of @g's members in group-rank order, cut to n (the rest is
+/// padding), so 1 <= n <= the result's dim d x @g's size.
+static LogicalResult checkSharded(FunctionOpInterface fn, unsigned index,
+                                  Attribute value) {
+  Operation *op = fn.getOperation();
+  auto diag = [&]() {
+    return emitError(op->getLoc()) << functionLabel(op) << ": result #" << index
+                                   << ": " << kShardedAttr << " ";
+  };
+  DictionaryAttr d = fn.getResultAttrDict(index);
+  if (!d || !d.get(kOutputAttr))
+    return diag() << "needs " << kOutputAttr
+                  << " on the same result: only outputs are gathered";
+  auto dict = dyn_cast<DictionaryAttr>(value);
+  auto group = dict ? dict.getAs<FlatSymbolRefAttr>("group") : nullptr;
+  auto dim = dict ? dict.getAs<IntegerAttr>("dim") : nullptr;
+  auto size = dict ? dict.getAs<IntegerAttr>("size") : nullptr;
+  if (!group || !dim || !size || dict.size() != 3)
+    return diag() << "must be {group = @g, dim = d, size = n}, got " << value;
+  auto type = dyn_cast<RankedTensorType>(fn.getResultTypes()[index]);
+  int64_t rank = type ? type.getRank() : 0;
+  if (dim.getInt() < 0 || dim.getInt() >= rank)
+    return diag() << "dim " << dim.getInt() << " is not a dim of "
+                  << fn.getResultTypes()[index];
+  auto g = SymbolTable::lookupNearestSymbolFrom<DeviceGroupOp>(op, group);
+  if (!g)
+    return diag() << "group " << group << " does not name a braid.device_group";
+  if (failed(checkGroupSize(op->getLoc(), g.getSymName(), g.getSize())))
+    return failure();
+  // Both factors are at most 2^40 and 2^20: the product fits.
+  int64_t whole = type.getDimSize(dim.getInt()) * g.getSize();
+  if (size.getInt() < 1 || size.getInt() > whole)
+    return diag() << "size " << size.getInt() << " must be in [1, " << whole
+                  << "]: " << g.getSize() << " blocks of "
+                  << type.getDimSize(dim.getInt()) << " along dim "
+                  << dim.getInt();
+  return success();
+}
+
 LogicalResult BraidDialect::verifyRegionResultAttribute(Operation *op,
                                                         unsigned regionIndex,
                                                         unsigned resultIndex,
                                                         NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name != kOutputAttr && name != kStateAttr)
+  if (name != kOutputAttr && name != kStateAttr && name != kShardedAttr)
     return success();
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn || regionIndex != 0)
     return op->emitOpError() << name
                              << " is an attribute of a function's "
                                 "results";
+  if (name == kShardedAttr)
+    return checkSharded(fn, resultIndex, attr.getValue());
   auto resultDict = [&](unsigned j) { return fn.getResultAttrDict(j); };
   if (failed(checkBinding(fn, "result", resultIndex, attr,
                           name == kOutputAttr ? kStateAttr : kOutputAttr,

@@ -1,6 +1,7 @@
 //===- Generation.cpp - Prefill + greedy decode over a plan ---------------===//
 #include "runtime/Generation.h"
 #include "runtime/CheckedMath.h"
+#include "runtime/ShardedOutput.h"
 
 #include <algorithm>
 #include <charconv>
@@ -94,13 +95,13 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
     bool isDecode = f == decode || isDecodeBucket;
     const plan::Tensor *ids = bindingTensor(*f, f->inputs(), "input_ids");
     const plan::Tensor *pos = bindingTensor(*f, f->inputs(), "positions");
-    const plan::Tensor *logits = bindingTensor(*f, f->outputs(), "logits");
+    const plan::Binding *logits = outputBinding(*f, "logits");
     if (!ids || !pos || !logits)
       return errorf("function '", name,
                     "' needs inputs 'input_ids' and 'positions' and an "
                     "output 'logits'");
     Shape idShape = shapeOf(*ids), posShape = shapeOf(*pos),
-          logitShape = shapeOf(*logits);
+          logitShape = wholeShape(*f, *logits); // gathered if sharded
     if (idShape.size() != 2 || posShape != idShape)
       return errorf("function '", name, "': input_ids ",
                     formatShape(idShape), " and positions ",
@@ -109,7 +110,7 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
       return errorf("function '", name,
                     "': input_ids and positions must be integers");
     if (logitShape.size() < 2 || logitShape.front() != idShape[0] ||
-        !isFloatType(logits->dtype()))
+        !isFloatType(f->tensors()->Get(unsigned(logits->tensor()))->dtype()))
       return errorf("function '", name, "': logits ", formatShape(logitShape),
                     " must be floating point [batch, ..., vocab] with batch ",
                     idShape[0]);

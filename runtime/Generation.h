@@ -43,7 +43,7 @@ struct GenerationShape {
   int64_t batch = 0;
   int64_t planBatch = 0;
   int64_t promptLength = 0; // prompt tokens per sequence of this run
-  int64_t vocab = 0;        // last dim of the logits output
+  int64_t vocab = 0; // last dim of the logits output (gathered if sharded)
   plan::DType idsType = plan::DType::I32;
   plan::DType positionsType = plan::DType::I32;
   /// The prefill function this run uses and the tokens it takes per

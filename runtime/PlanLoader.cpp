@@ -378,6 +378,30 @@ private:
     return Status::ok();
   }
 
+  /// A sharded output names a group, a dim of its tensor, and a whole
+  /// that the group's blocks cover; inputs are never sharded.
+  Status checkSharding(const char *which, const braid::plan::Binding &b) {
+    if (b.shard_group() == -1)
+      return Status::ok();
+    std::string what = fn_ + which + " '" + b.name()->str() + "'";
+    if (std::string(which) != "output")
+      return errorf(what, " is sharded; only outputs may be");
+    if (b.shard_group() < 0 || b.shard_group() >= numGroups())
+      return errorf(what, " is sharded over group ", b.shard_group(), " of ",
+                    numGroups());
+    Shape shape = toShape(tensor(b.tensor())->shape());
+    if (b.shard_dim() < 0 || b.shard_dim() >= int64_t(shape.size()))
+      return errorf(what, " is sharded along dim ", b.shard_dim(),
+                    " of a rank-", shape.size(), " tensor");
+    int64_t ranks = plan_.groups()->Get(unsigned(b.shard_group()))->size();
+    int64_t whole = shape[size_t(b.shard_dim())] * ranks; // <= 2^60
+    if (b.full_size() < 1 || b.full_size() > whole)
+      return errorf(what, " has full size ", b.full_size(), " along dim ",
+                    b.shard_dim(), "; its ", ranks, " blocks of ",
+                    shape[size_t(b.shard_dim())], " hold 1 to ", whole);
+    return Status::ok();
+  }
+
   Status checkBindings() {
     for (const char *which : {"input", "output"}) {
       auto *list = std::string(which) == "input" ? f_.inputs() : f_.outputs();
@@ -394,6 +418,7 @@ private:
             tensor(b->tensor())->kind() != TensorKind::Input)
           return errorf(fn_, "input '", b->name()->str(), "' tensor ",
                         b->tensor(), " is not of kind Input");
+        BRAID_RETURN_IF_ERROR(checkSharding(which, *b));
       }
     }
     if (f_.state()) {

@@ -25,9 +25,10 @@
 namespace braid::rt {
 
 /// Bumped whenever plan.fbs changes meaning; what the exporter writes.
-constexpr uint32_t kPlanFormatVersion = 2;
-/// The oldest version this runtime still reads: version 2 only added
-/// fields (scaled RoPE, sliding windows) a version-1 plan cannot hold.
+constexpr uint32_t kPlanFormatVersion = 3;
+/// The oldest version this runtime still reads: versions 2 and 3 only
+/// added fields (scaled RoPE and sliding windows; sharded outputs) an older
+/// plan cannot hold.
 constexpr uint32_t kOldestPlanFormatVersion = 1;
 
 struct LoadOptions;

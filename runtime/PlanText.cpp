@@ -260,9 +260,13 @@ void braid::rt::printPlan(std::ostream &os, const plan::Plan &p) {
         os << "\n";
       }
     if (f->outputs())
-      for (const plan::Binding *b : *f->outputs())
-        os << "  output \"" << b->name()->str() << "\" %" << b->tensor()
-           << "\n";
+      for (const plan::Binding *b : *f->outputs()) {
+        os << "  output \"" << b->name()->str() << "\" %" << b->tensor();
+        if (b->shard_group() != -1)
+          os << " sharded over group " << b->shard_group() << " dim "
+             << b->shard_dim() << " size " << b->full_size();
+        os << "\n";
+      }
     if (f->state())
       for (const plan::StateBinding *b : *f->state())
         os << "  state " << b->slot() << " %" << b->input() << " -> %"

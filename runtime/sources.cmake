@@ -6,6 +6,7 @@ set(BRAID_RUNTIME_SOURCES
   PlanLoader.cpp
   PlanText.cpp
   Generation.cpp
+  ShardedOutput.cpp
   Interpreter.cpp
   Communicator.cpp
   Weights.cpp

@@ -489,6 +489,17 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
           auto b = std::make_unique<plan::BindingT>();
           b->name = name.getValue().str();
           b->tensor = *id;
+          // Verified by the dialect: {group, dim, size}.
+          if (auto sharded = func.getResultAttrOfType<DictionaryAttr>(
+                  i, "braid.sharded")) {
+            auto group = groupIndex(
+                func, sharded.getAs<FlatSymbolRefAttr>("group").getValue());
+            if (failed(group))
+              return failure();
+            b->shard_group = *group;
+            b->shard_dim = sharded.getAs<IntegerAttr>("dim").getInt();
+            b->full_size = sharded.getAs<IntegerAttr>("size").getInt();
+          }
           out->outputs.push_back(std::move(b));
         } else if (auto state =
                        func.getResultAttrOfType<StringAttr>(i, "braid.state")) {

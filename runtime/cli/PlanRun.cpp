@@ -2,9 +2,11 @@
 #include "runtime/cli/PlanRun.h"
 
 #include "runtime/Safetensors.h"
+#include "runtime/ShardedOutput.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -97,6 +99,7 @@ PlanRun::create(const LoadedPlan &plan, const std::string &path,
   run->backend = backend;
   run->profiling = !o.profile.empty() || !o.trace.empty();
   run->strict = strict && backend == "cpu";
+  run->processes = processes;
   BRAID_RETURN_IF_ERROR(run->createRunner(path, o, processes));
   if (o.checkpoint)
     BRAID_RETURN_IF_ERROR(run->loadCheckpoint(o));
@@ -144,7 +147,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
   return Status::ok();
 }
 
-Status PlanRun::loadCheckpoint(const Options &o) {
+std::vector<int> PlanRun::heldRanks() const {
   std::vector<int> held;
 #ifdef BRAID_HAVE_CUDA
   if (gpu)
@@ -153,6 +156,11 @@ Status PlanRun::loadCheckpoint(const Options &o) {
   if (held.empty()) // the CPU interpreter: every rank
     for (int r = 0; r < plan.root().world_size(); ++r)
       held.push_back(r);
+  return held;
+}
+
+Status PlanRun::loadCheckpoint(const Options &o) {
+  std::vector<int> held = heldRanks();
   CheckpointLoadOptions lo;
   lo.allowUnusedWeights = o.allowUnusedWeights;
   LoadProgress progress(plan.root(), held.size());
@@ -194,14 +202,67 @@ StepFn PlanRun::stepFn() {
     auto outs = runAll(function, inputs);
     if (!outs)
       return outs.status();
+    std::vector<int> held = heldRanks();
+    BRAID_RETURN_IF_ERROR(gatherLogits(function, held, *outs));
     // Every rank must hold the same (gathered) logits.
-    for (size_t r = 1; r < outs->size(); ++r)
-      if ((*outs)[r].at("logits").bytes != (*outs)[0].at("logits").bytes)
-        return errorf("rank ", r,
-                      " returned different logits than rank 0 (are the "
-                      "logits left vocabulary-sharded?)");
+    for (size_t i = 1; i < outs->size(); ++i)
+      if ((*outs)[i].at("logits").bytes != (*outs)[0].at("logits").bytes)
+        return errorf("rank ", held[i], " returned different logits than rank ",
+                      held[0]);
     return (*outs)[0];
   };
+}
+
+Status
+PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
+                      std::vector<std::map<std::string, HostTensor>> &outs) {
+  const plan::Function *f = nullptr;
+  for (const plan::Function *g : *plan.root().functions())
+    if (g->name()->string_view() == function)
+      f = g;
+  const plan::Binding *b = f ? outputBinding(*f, "logits") : nullptr;
+  if (!b || b->shard_group() == -1)
+    return Status::ok();
+  if (held.size() != outs.size())
+    return errorf("internal: ", outs.size(), " ranks' outputs for ",
+                  held.size(), " held ranks");
+  std::map<int, const HostTensor *> blocks;
+  for (size_t i = 0; i < held.size(); ++i)
+    blocks[held[i]] = &outs[i].at("logits");
+  // One rank per process (mpirun): every process's block, by rank.
+  std::vector<HostTensor> others;
+  if (processes && processes->size() > 1) {
+    const HostTensor &mine = outs.front().at("logits");
+    auto all =
+        processes->allGather(std::string(mine.bytes.begin(), mine.bytes.end()));
+    if (!all)
+      return errorf("gathering the sharded logits: ", all.status().message());
+    others.reserve(all->size());
+    for (size_t r = 0; r < all->size(); ++r) {
+      HostTensor t(mine.dtype, mine.shape);
+      if ((*all)[r].size() != t.bytes.size())
+        return errorf("gathering the sharded logits: rank ", r, " sent ",
+                      (*all)[r].size(), " bytes, not ", t.bytes.size());
+      std::memcpy(t.bytes.data(), (*all)[r].data(), t.bytes.size());
+      others.push_back(std::move(t));
+    }
+    for (size_t r = 0; r < others.size(); ++r)
+      blocks.try_emplace(int(r), &others[r]);
+  }
+  auto blockOf = [&](int rank) -> const HostTensor * {
+    auto it = blocks.find(rank);
+    return it == blocks.end() ? nullptr : it->second;
+  };
+  std::vector<HostTensor> whole;
+  for (int rank : held) {
+    auto w = gatherOutput(plan.root(), *f, *b, rank, blockOf);
+    if (!w)
+      return w.status();
+    whole.push_back(w.take());
+  }
+  for (size_t i = 0; i < held.size(); ++i)
+    outs[i]["logits"] = std::move(whole[i]);
+  return Status::ok();
 }
 
 } // namespace braid::rt::cli

@@ -59,9 +59,11 @@ struct PlanRun {
   Expected<std::vector<std::map<std::string, HostTensor>>>
   runAll(const std::string &function, const StepInputs &inputs);
 
-  /// The generation loop's step: rank 0's outputs, after checking that
-  /// every rank returned the same logits.
+  /// The generation loop's step: rank 0's outputs, after gathering
+  /// sharded logits and checking that every rank holds the same.
   StepFn stepFn();
+  /// World ranks this process runs, in the order runAll returns them.
+  std::vector<int> heldRanks() const;
 
 private:
   /// Creates the backend's runner (CPU interpreter or GPU runner); errors
@@ -70,6 +72,13 @@ private:
                       Bootstrap *processes);
   /// --weights: every rank this process holds gets its slices.
   Status loadCheckpoint(const Options &o);
+  /// Replaces each held rank's block of `function`'s logits by the whole
+  /// when the plan leaves them sharded (blocks of other processes come
+  /// through `processes`); otherwise leaves `outs` as is.
+  Status gatherLogits(const std::string &function, const std::vector<int> &held,
+                      std::vector<std::map<std::string, HostTensor>> &outs);
+  /// Non-null in a multi-process run: this process is one of them.
+  Bootstrap *processes = nullptr;
 };
 
 } // namespace braid::rt::cli

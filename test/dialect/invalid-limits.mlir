@@ -235,6 +235,42 @@ func.func private @f(%a: tensor<4xf32> {braid.input = "x"}, %c: tensor<16xf32> {
 
 // -----
 
+// A sharded output: each rank returns a block of dim 1, gathered over @tp
+// and cut to 7 of its 2 x 4 columns.
+braid.device_group @tp size 2
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<2x4xf32> {braid.output = "logits", braid.sharded = {group = @tp, dim = 1 : i64, size = 7 : i64}})
+
+// -----
+
+braid.device_group @tp size 2
+// expected-error@+1 {{func.func @f: result #0: braid.sharded needs braid.output on the same result: only outputs are gathered}}
+func.func private @f(%c: tensor<4xf32> {braid.state = "c"}) -> (tensor<4xf32> {braid.state = "c", braid.sharded = {group = @tp, dim = 0 : i64, size = 4 : i64}})
+
+// -----
+
+braid.device_group @tp size 2
+// expected-error@+1 {{func.func @f: result #0: braid.sharded must be {group = @g, dim = d, size = n}, got {dim = 0 : i64, group = "tp", size = 4 : i64}}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = "tp", dim = 0 : i64, size = 4 : i64}})
+
+// -----
+
+braid.device_group @tp size 2
+// expected-error@+1 {{func.func @f: result #0: braid.sharded dim 1 is not a dim of 'tensor<4xf32>'}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 1 : i64, size = 4 : i64}})
+
+// -----
+
+// expected-error@+1 {{func.func @f: result #0: braid.sharded group @tp does not name a braid.device_group}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 0 : i64, size = 4 : i64}})
+
+// -----
+
+braid.device_group @tp size 2
+// expected-error@+1 {{func.func @f: result #0: braid.sharded size 9 must be in [1, 8]: 2 blocks of 4 along dim 0}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 0 : i64, size = 9 : i64}})
+
+// -----
+
 // The plan loader reads both caches with one element type: a mixed pair
 // verified here and then failed as "an exporter bug".
 func.func @f(%q: tensor<1x4x2x8xbf16>, %kc: tensor<1x16x2x8xbf16>, %vc: tensor<1x16x2x8xf32>, %p: tensor<1xi32>) {

@@ -135,17 +135,21 @@ TEST(PlanLoader, RejectsWrongVersion) {
              plan::PlanIdentifier());
   std::string e = loadError(std::vector<uint8_t>(
       fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
-  EXPECT_CONTAINS(e, "plan format version 3 is not one this runtime reads "
-                     "(1 to 2)");
+  EXPECT_CONTAINS(e, "plan format version " +
+                         std::to_string(kPlanFormatVersion + 1) +
+                         " is not one this runtime reads (1 to " +
+                         std::to_string(kPlanFormatVersion) + ")");
 }
 
-TEST(PlanLoader, ReadsVersionOnePlans) {
-  // Version 2 only added fields a version-1 plan cannot hold.
-  PlanBuilder pb = goodPlan();
-  pb.plan().version = 1;
-  auto plan = loadPlan(pb.finish());
-  ASSERT_TRUE(plan) << plan.status().message();
-  EXPECT_EQ(plan->root().version(), 1u);
+TEST(PlanLoader, ReadsOlderVersions) {
+  // Versions 2 and 3 only added fields an older plan cannot hold.
+  for (uint32_t version : {1u, 2u}) {
+    PlanBuilder pb = goodPlan();
+    pb.plan().version = version;
+    auto plan = loadPlan(pb.finish());
+    ASSERT_TRUE(plan) << plan.status().message();
+    EXPECT_EQ(plan->root().version(), version);
+  }
 }
 
 namespace {
@@ -990,4 +994,31 @@ TEST(PlanText, ShowsPacksAndPackedTensors) {
                   "\npack 0 f32 7x4 = param 0 + param 1 + param 2\n");
   EXPECT_CONTAINS(text.str(), "\n  %1 pack 0 f32 7x4\n");
   EXPECT_CONTAINS(text.str(), "\n  %2 = matmul %0, %1 {transpose_b = true}\n");
+}
+
+TEST(PlanLoader, RejectsShardingItCannotGather) {
+  auto edit = [](const std::function<void(plan::FunctionT &)> &change) {
+    PlanBuilder pb = shardedOutputPlan();
+    change(*pb.plan().functions[0]);
+    return loadError(pb);
+  };
+  EXPECT_CONTAINS(
+      edit([](plan::FunctionT &f) { f.outputs.back()->shard_group = 2; }),
+      "function 'decode': output 'logits' is sharded over group 2 "
+      "of 2");
+  EXPECT_CONTAINS(
+      edit([](plan::FunctionT &f) { f.outputs.back()->shard_dim = 2; }),
+      "output 'logits' is sharded along dim 2 of a rank-2 tensor");
+  EXPECT_CONTAINS(
+      edit([](plan::FunctionT &f) { f.outputs.back()->full_size = 7; }),
+      "output 'logits' has full size 7 along dim 1; its 2 blocks "
+      "of 3 hold 1 to 6");
+  EXPECT_CONTAINS(
+      edit([](plan::FunctionT &f) { f.outputs.back()->full_size = 0; }),
+      "has full size 0 along dim 1");
+  EXPECT_CONTAINS(edit([](plan::FunctionT &f) {
+                    f.inputs.back()->shard_group = 1;
+                    f.inputs.back()->full_size = 1;
+                  }),
+                  "input 'x' is sharded; only outputs may be");
 }

@@ -270,4 +270,20 @@ PlanBuilder previousValuePlan(int64_t n) {
   return pb;
 }
 
+PlanBuilder shardedOutputPlan() {
+  PlanBuilder pb(4);
+  pb.group("dp", 2);
+  pb.group("tp", 2, 2);
+  FnBuilder f = pb.function("decode");
+  int x = f.input("x", {2, 3});
+  int y = f.tensor({2, 3});
+  f.op(OpCode::Reshape, {x}, {y});
+  f.output("logits", y);
+  plan::BindingT &b = *f.fn().outputs.back();
+  b.shard_group = 1;
+  b.shard_dim = 1;
+  b.full_size = 5;
+  return pb;
+}
+
 } // namespace braid::rt::test

@@ -94,6 +94,11 @@ PlanBuilder megatronMlpPlan(int tp, int64_t hidden, int64_t inter,
 /// as it was at entry (the output is the slot's storage) and stores
 /// silu(x) into it. Each step's "prev" is the previous step's silu(x).
 PlanBuilder previousValuePlan(int64_t n);
+/// World 4 on a 2 x 2 mesh: "dp" (stride 1) and "tp" (stride 2), so tp's
+/// instances are ranks {0, 2} and {1, 3}. Function "decode" returns its
+/// input "x" [2, 3] (through a reshape) as output "logits", sharded along
+/// dim 1 over tp with full size 5: one column of padding.
+PlanBuilder shardedOutputPlan();
 
 } // namespace braid::rt::test
 

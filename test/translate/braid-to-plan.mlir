@@ -3,7 +3,7 @@
 // RUN: braid-opt %s --braid-plan-memory | braid-translate --braid-to-plan | braid-translate --plan-to-text | FileCheck %s --check-prefix=PLANNED
 
 // Two mesh axes: @tp is innermost (stride 1), @dp strides over it.
-// CHECK: plan version 2 world 4
+// CHECK: plan version 3 world 4
 // CHECK-NEXT: group 0 @tp size 2 stride 1
 // CHECK-NEXT: group 1 @dp size 2 stride 2
 braid.device_group @tp size 2
