@@ -1431,10 +1431,16 @@ Expected<LoadedPlan> braid::rt::loadPlan(std::vector<uint8_t> bytes,
   lp.bytes_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   lp.root_ = plan::GetPlan(lp.bytes_->data());
   BRAID_RETURN_IF_ERROR(checkPlanSemantics(*lp.root_));
-  if (options.checkSchedule && lp.root_->functions())
-    for (const braid::plan::Function *f : *lp.root_->functions())
-      BRAID_RETURN_IF_ERROR(checkFunctionSchedule(*f));
+  if (options.checkSchedule)
+    BRAID_RETURN_IF_ERROR(checkPlanSchedule(lp));
   return lp;
+}
+
+Status braid::rt::checkPlanSchedule(const LoadedPlan &plan) {
+  if (plan.root().functions())
+    for (const braid::plan::Function *f : *plan.root().functions())
+      BRAID_RETURN_IF_ERROR(checkFunctionSchedule(*f));
+  return Status::ok();
 }
 
 Expected<RegularFile> braid::rt::openRegularFile(const std::string &path,

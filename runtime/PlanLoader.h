@@ -61,6 +61,10 @@ struct LoadOptions {
 /// Verifies and takes ownership of a serialized plan.
 Expected<LoadedPlan> loadPlan(std::vector<uint8_t> bytes,
                               const LoadOptions &options = {});
+/// The schedule check loadPlan runs unless LoadOptions::checkSchedule is
+/// off, for a plan loaded without it (the exporter checks the structure
+/// and, when asked, the schedule, with one load).
+Status checkPlanSchedule(const LoadedPlan &plan);
 /// Reads `path` and loads it; errors name the file. Anything but a
 /// regular file (a directory, a FIFO, a device) is refused before it is
 /// opened.

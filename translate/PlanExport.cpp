@@ -747,7 +747,7 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
            failure();
   // Never emit a schedule the runtime would refuse.
   if (options_.checkSchedule) {
-    auto checked = ::braid::rt::loadPlan(bytes);
+    ::braid::rt::Status checked = ::braid::rt::checkPlanSchedule(*loaded);
     if (!checked) {
       // The loader counts plan ops; braid-verify-schedule, which checks the
       // same rules on the IR, names the ops at their locations.
@@ -757,7 +757,7 @@ FailureOr<std::vector<uint8_t>> PlanExporter::run() {
       bool named = failed(verify.run(module_));
       return emitError(module_.getLoc(),
                        "refusing to emit an unsafe schedule: ")
-                 << checked.status().message()
+                 << checked.message()
                  << (named ? " (op numbers count the plan's ops; the errors "
                              "above name them in the IR)"
                            : " (op numbers count the plan's ops)"),
