@@ -78,3 +78,24 @@ braid::rt::gatherOutput(const plan::Plan &plan, const plan::Function &f,
   }
   return whole;
 }
+
+Expected<std::vector<HostTensor>>
+braid::rt::allGatherBlocks(Bootstrap &processes, const HostTensor &mine) {
+  auto all =
+      processes.allGather(std::string(mine.bytes.begin(), mine.bytes.end()));
+  if (!all)
+    return all.status();
+  std::vector<HostTensor> blocks;
+  blocks.reserve(all->size());
+  for (size_t r = 0; r < all->size(); ++r) {
+    HostTensor t(mine.dtype, mine.shape);
+    const std::string &got = (*all)[r];
+    if (got.size() != t.bytes.size())
+      return errorf("process ", r, " sent ", got.size(), " bytes, not the ",
+                    t.bytes.size(), " of a ", dtypeName(mine.dtype), " ",
+                    formatShape(mine.shape), " block");
+    std::memcpy(t.bytes.data(), got.data(), got.size());
+    blocks.push_back(std::move(t));
+  }
+  return blocks;
+}

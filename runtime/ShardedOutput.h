@@ -11,6 +11,7 @@
 #ifndef BRAID_RUNTIME_SHARDEDOUTPUT_H
 #define BRAID_RUNTIME_SHARDEDOUTPUT_H
 
+#include "runtime/Bootstrap.h"
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
 #include "runtime/plan_generated.h"
@@ -38,6 +39,13 @@ Expected<HostTensor>
 gatherOutput(const plan::Plan &plan, const plan::Function &f,
              const plan::Binding &b, int worldRank,
              const std::function<const HostTensor *(int)> &blockOf);
+
+/// Every process's `mine` (its rank's block, of one dtype and shape on
+/// every process), by process rank: a multi-process run holds one rank per
+/// process. An error names a process whose block has another byte size.
+/// Collective: every process calls it for the same output.
+Expected<std::vector<HostTensor>> allGatherBlocks(Bootstrap &processes,
+                                                  const HostTensor &mine);
 
 } // namespace braid::rt
 

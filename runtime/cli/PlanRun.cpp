@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -232,20 +231,10 @@ PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
   // One rank per process (mpirun): every process's block, by rank.
   std::vector<HostTensor> others;
   if (processes && processes->size() > 1) {
-    const HostTensor &mine = outs.front().at("logits");
-    auto all =
-        processes->allGather(std::string(mine.bytes.begin(), mine.bytes.end()));
+    auto all = allGatherBlocks(*processes, outs.front().at("logits"));
     if (!all)
       return errorf("gathering the sharded logits: ", all.status().message());
-    others.reserve(all->size());
-    for (size_t r = 0; r < all->size(); ++r) {
-      HostTensor t(mine.dtype, mine.shape);
-      if ((*all)[r].size() != t.bytes.size())
-        return errorf("gathering the sharded logits: rank ", r, " sent ",
-                      (*all)[r].size(), " bytes, not ", t.bytes.size());
-      std::memcpy(t.bytes.data(), (*all)[r].data(), t.bytes.size());
-      others.push_back(std::move(t));
-    }
+    others = all.take();
     for (size_t r = 0; r < others.size(); ++r)
       blocks.try_emplace(int(r), &others[r]);
   }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/RankFaults.h"
+#include "test/runtime/FakeProcesses.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@
 
 using namespace braid::rt;
 using namespace braid::rt::cuda;
+using braid::rt::test::FakeProcesses;
 
 namespace {
 
@@ -363,31 +365,6 @@ TEST(RankFaults, NoThreadsMeansNoSetUp) {
   ASSERT_FALSE(st);
   EXPECT_FALSE(ran);
 }
-
-/// This process is `rank` of a run whose other processes report `others`
-/// (by rank, this process's slot left empty): "ok" or "error\n<message>".
-class FakeProcesses : public Bootstrap {
-public:
-  FakeProcesses(int rank, std::vector<std::string> others)
-      : rank_(rank), others_(std::move(others)) {}
-  int rank() const override { return rank_; }
-  int size() const override { return int(others_.size()); }
-  int localRank() const override { return 0; }
-  Expected<std::vector<std::string>>
-  allGather(const std::string &mine) override {
-    sent.push_back(mine);
-    std::vector<std::string> all = others_;
-    all[size_t(rank_)] = mine;
-    return all;
-  }
-  Status broadcast(std::string &, int) override { return Status::ok(); }
-  [[noreturn]] void abortAll(int) override { std::abort(); }
-  std::vector<std::string> sent;
-
-private:
-  int rank_;
-  std::vector<std::string> others_;
-};
 
 TEST(RankFaults, AnotherProcessFailingStopsThisOneBeforeInit) {
   FakeProcesses processes(0, {"", "error\nrank 1 (GPU 0): out of memory"});

@@ -2,6 +2,7 @@
 //===//
 #include "runtime/ShardedOutput.h"
 #include "runtime/PlanLoader.h"
+#include "test/runtime/FakeProcesses.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -91,4 +92,27 @@ TEST(ShardedOutput, AnUnshardedOutputIsTheRanksOwn) {
                             [&](int r) { return r == 1 ? &own : nullptr; });
   ASSERT_TRUE(whole) << whole.status().message();
   EXPECT_EQ(whole->bytes, own.bytes);
+}
+
+TEST(ShardedOutput, EveryProcessBlockByRank) {
+  HostTensor mine = blockOfRank(1);
+  HostTensor zero = blockOfRank(0);
+  std::string other(zero.bytes.begin(), zero.bytes.end());
+  FakeProcesses processes(1, {other, ""});
+  auto blocks = allGatherBlocks(processes, mine);
+  ASSERT_TRUE(blocks) << blocks.status().message();
+  ASSERT_EQ(blocks->size(), 2u);
+  EXPECT_EQ((*blocks)[0].bytes, zero.bytes);
+  EXPECT_EQ((*blocks)[1].bytes, mine.bytes);
+  EXPECT_EQ((*blocks)[0].shape, mine.shape);
+  ASSERT_EQ(processes.sent.size(), 1u);
+  EXPECT_EQ(processes.sent[0].size(), mine.bytes.size());
+}
+
+TEST(ShardedOutput, NamesAProcessWhoseBlockHasAnotherSize) {
+  FakeProcesses processes(0, {"", "short"});
+  auto blocks = allGatherBlocks(processes, blockOfRank(0));
+  ASSERT_FALSE(blocks);
+  EXPECT_CONTAINS(blocks.status().message(),
+                  "process 1 sent 5 bytes, not the 24 of a f32 [2, 3] block");
 }
