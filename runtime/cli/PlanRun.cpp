@@ -215,10 +215,7 @@ StepFn PlanRun::stepFn() {
 Status
 PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
                       std::vector<std::map<std::string, HostTensor>> &outs) {
-  const plan::Function *f = nullptr;
-  for (const plan::Function *g : *plan.root().functions())
-    if (g->name()->string_view() == function)
-      f = g;
+  const plan::Function *f = plan.function(function);
   const plan::Binding *b = f ? outputBinding(*f, "logits") : nullptr;
   if (!b || b->shard_group() == -1)
     return Status::ok();
