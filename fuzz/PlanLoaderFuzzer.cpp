@@ -7,8 +7,8 @@
 //   1. every function once, on zero-filled inputs;
 //   2. when the plan has the generation entry points (generationShape), the
 //      loop braid-run drives: generate() with a synthetic prompt, a prefill
-//      and two greedy decode steps, each step checked to give every rank the
-//      same logits as braid-run does.
+//      and two greedy decode steps, sharded logits gathered and each step
+//      checked to give every rank the same logits, as braid-run does.
 // Load, run and generation errors are expected and ignored; a crash, a
 // sanitizer report (ASan, UBSan), a leak or a hang is a bug.
 //
@@ -25,13 +25,16 @@
 //     hidden 2^32 as a consistent plan, which byte flips never reach;
 //   - the world size or a group size set to 0, 1, 2, 3, -1 or 65538;
 //   - one tensor's buffer offset or size, or a function's arena size, set
-//     to a boundary value.
+//     to a boundary value;
+//   - one output's sharding (group, dim or full size; Binding.shard_*) set
+//     to a boundary value, turning a gathered output into a sharded one.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generation.h"
 #include "runtime/HostTensor.h"
 #include "runtime/Interpreter.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/ShardedOutput.h"
 
 #include "flatbuffers/flatbuffers.h"
 
@@ -170,6 +173,26 @@ void execute(const LoadedPlan &plan) {
       return outs.status();
     if (outs->empty())
       return errorf("no rank returned outputs");
+    // braid-run's gather of logits the plan leaves sharded.
+    const plan::Function *f = plan.function(function);
+    const plan::Binding *b = f ? outputBinding(*f, "logits") : nullptr;
+    if (b && b->shard_group() != -1) {
+      auto blockOf = [&](int rank) -> const HostTensor * {
+        if (rank < 0 || size_t(rank) >= outs->size())
+          return nullptr;
+        auto it = (*outs)[size_t(rank)].find("logits");
+        return it == (*outs)[size_t(rank)].end() ? nullptr : &it->second;
+      };
+      std::vector<HostTensor> whole;
+      for (size_t i = 0; i < outs->size(); ++i) {
+        auto w = gatherOutput(root, *f, *b, int(i), blockOf);
+        if (!w)
+          return w.status();
+        whole.push_back(w.take());
+      }
+      for (size_t i = 0; i < outs->size(); ++i)
+        (*outs)[i]["logits"] = std::move(whole[i]);
+    }
     // braid-run's check: every rank holds the same (gathered) logits.
     auto first = (*outs)[0].find("logits");
     for (size_t i = 1; i < outs->size(); ++i) {
@@ -226,7 +249,7 @@ int64_t boundary(std::mt19937_64 &rng, int64_t v) {
 
 // One structural mutation of `p`; false if there was nothing to change.
 bool mutatePlan(plan::PlanT &p, std::mt19937_64 &rng) {
-  switch (rng() % 4) {
+  switch (rng() % 5) {
   case 0:
   case 1: { // a dimension value, everywhere
     std::set<int64_t> dims;
@@ -243,12 +266,36 @@ bool mutatePlan(plan::PlanT &p, std::mt19937_64 &rng) {
         if (d == from)
           d = to;
     });
-    for (auto &fn : p.functions)
+    for (auto &fn : p.functions) {
       for (auto &op : fn->ops)
         for (int64_t *field : {&op->num_heads, &op->num_kv_heads,
                                &op->head_dim})
           if (*field == from)
             *field = to;
+      for (auto &b : fn->outputs)
+        if (b->full_size == from)
+          b->full_size = to;
+    }
+    return true;
+  }
+  case 3: { // an output's sharding: group, dim or full size
+    std::vector<plan::BindingT *> outputs;
+    for (auto &fn : p.functions)
+      for (auto &b : fn->outputs)
+        outputs.push_back(b.get());
+    if (outputs.empty())
+      return false;
+    plan::BindingT &b = *outputs[rng() % outputs.size()];
+    switch (rng() % 3) {
+    case 0:
+      b.shard_group = int32_t(boundary(rng, b.shard_group));
+      break;
+    case 1:
+      b.shard_dim = boundary(rng, b.shard_dim);
+      break;
+    default:
+      b.full_size = boundary(rng, b.full_size);
+    }
     return true;
   }
   case 2: { // world or group size

@@ -59,6 +59,7 @@ plan-loader)
   plan_seed llama-tp2-fp32 --tp 2 --dtype fp32 --seq 4 --max-seq 8
   plan_seed gpt2-tp1 "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 1 --seq 4 --max-seq 8
   plan_seed gpt2-tp2 "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 2 --seq 4 --max-seq 8
+  plan_seed gpt2-tp2-sharded "$root/test/frontend/Inputs/tiny-gpt2.json" --tp 2 --seq 4 --max-seq 8 --keep-logits-sharded
   ;;
 safetensors)
   python3 "$root/fuzz/seeds/make-safetensors-seeds.py" "$corpus"
