@@ -403,7 +403,8 @@ void CommandLine::addChecking() {
        [this] { o_.check = true; });
   value("--check-against", "PLAN|FILE", "none",
         "PLAN: run that plan on the same tokens (same model, other "
-        "parallelism) and compare logits.\n"
+        "parallelism) and compare logits (a prefill's at every prompt "
+        "position when both plans return them all, else at the last).\n"
         "FILE.safetensors: compare with reference logits: stepK.logits [B, "
         "T, V'] (F32, BF16 or F16) as --dump-outputs writes them, optional "
         "columns [V'] (I32/I64, strictly increasing vocab ids: only those "
