@@ -258,6 +258,10 @@ LogicalResult BraidDialect::verifyRegionArgAttribute(Operation *op,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kShardedAttr)
+    return op->emitOpError() << name
+                             << " is an attribute of a function's results "
+                                "(outputs); inputs are whole";
   if (name != kInputAttr && name != kStateAttr)
     return success(); // braid.buffer: checked by its readers
   auto fn = dyn_cast<FunctionOpInterface>(op);

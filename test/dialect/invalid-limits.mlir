@@ -271,6 +271,12 @@ func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {b
 
 // -----
 
+braid.device_group @tp size 2
+// expected-error@+1 {{'func.func' op braid.sharded is an attribute of a function's results (outputs); inputs are whole}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x", braid.sharded = {group = @tp, dim = 0 : i64, size = 8 : i64}}) -> (tensor<4xf32> {braid.output = "y"})
+
+// -----
+
 // The plan loader reads both caches with one element type: a mixed pair
 // verified here and then failed as "an exporter bug".
 func.func @f(%q: tensor<1x4x2x8xbf16>, %kc: tensor<1x16x2x8xbf16>, %vc: tensor<1x16x2x8xf32>, %p: tensor<1xi32>) {
