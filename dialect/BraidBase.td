@@ -37,7 +37,8 @@ def Braid_Dialect : Dialect {
     An output that each rank holds only a block of carries
     `braid.sharded = {group = @g, dim = d, size = n}`: the whole output is
     the blocks of @g's members along dim d in group-rank order, cut to n
-    (the rest is padding); runtimes gather it (`--keep-logits-sharded`).
+    (the rest is padding). Runtimes return each rank's block; braid-run
+    gathers them (`--keep-logits-sharded`).
   }];
   let useDefaultTypePrinterParser = 1;
   // `braid.stream` is a dialect attribute: verified wherever it appears.

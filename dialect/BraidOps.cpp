@@ -294,10 +294,22 @@ static LogicalResult checkSharded(FunctionOpInterface fn, unsigned index,
   auto group = dict ? dict.getAs<FlatSymbolRefAttr>("group") : nullptr;
   auto dim = dict ? dict.getAs<IntegerAttr>("dim") : nullptr;
   auto size = dict ? dict.getAs<IntegerAttr>("size") : nullptr;
-  if (!group || !dim || !size || dict.size() != 3)
-    return diag() << "must be {group = @g, dim = d, size = n}, got " << value;
-  auto type = dyn_cast<RankedTensorType>(fn.getResultTypes()[index]);
-  int64_t rank = type ? type.getRank() : 0;
+  // i64 only: getInt() of a wider integer would assert.
+  auto isI64 = [](IntegerAttr a) {
+    return a && a.getType().isSignlessInteger(64);
+  };
+  if (!group || !isI64(dim) || !isI64(size) || dict.size() != 3)
+    return diag() << "must be {group = @g, dim = d : i64, size = n : i64}, "
+                     "got "
+                  << value;
+  // Checked here too: the result's own binding may be verified later.
+  Type resultType = fn.getResultTypes()[index];
+  std::string what = ("result #" + Twine(index)).str();
+  if (failed(
+          checkTensorType(op->getLoc(), functionLabel(op), what, resultType)))
+    return failure();
+  auto type = cast<RankedTensorType>(resultType);
+  int64_t rank = type.getRank();
   if (dim.getInt() < 0 || dim.getInt() >= rank)
     return diag() << "dim " << dim.getInt() << " is not a dim of "
                   << fn.getResultTypes()[index];
@@ -306,14 +318,20 @@ static LogicalResult checkSharded(FunctionOpInterface fn, unsigned index,
     return diag() << "group " << group << " does not name a braid.device_group";
   if (failed(checkGroupSize(op->getLoc(), g.getSymName(), g.getSize())))
     return failure();
-  // Both factors are at most 2^40 and 2^20: the product fits.
+  // Both factors are at most 2^40 (checkTensorType) and 2^20
+  // (checkGroupSize): the product fits.
   int64_t whole = type.getDimSize(dim.getInt()) * g.getSize();
   if (size.getInt() < 1 || size.getInt() > whole)
     return diag() << "size " << size.getInt() << " must be in [1, " << whole
                   << "]: " << g.getSize() << " blocks of "
                   << type.getDimSize(dim.getInt()) << " along dim "
                   << dim.getInt();
-  return success();
+  // The gathered output is a tensor the runtime holds: the same limits.
+  SmallVector<int64_t> shape(type.getShape());
+  shape[size_t(dim.getInt())] = size.getInt();
+  return checkTensorType(op->getLoc(), functionLabel(op),
+                         what + " gathered (" + kShardedAttr.str() + ")",
+                         type.clone(shape));
 }
 
 LogicalResult BraidDialect::verifyRegionResultAttribute(Operation *op,

@@ -106,7 +106,8 @@ static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
   // for a valid one: compare against the maximum.)
   if (!out.empty() && seq.getNumOccurrences()) {
     int64_t largest = *std::max_element(out.begin(), out.end());
-    if (seq > largest)
+    // A largest bucket below 1 is the importer's to refuse, by name.
+    if (largest >= 1 && seq > largest)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "--seq " + std::to_string(seq.getValue()) +

@@ -26,8 +26,9 @@
 //   - the world size or a group size set to 0, 1, 2, 3, -1 or 65538;
 //   - one tensor's buffer offset or size, or a function's arena size, set
 //     to a boundary value;
-//   - one output's sharding (group, dim or full size; Binding.shard_*) set
-//     to a boundary value, turning a gathered output into a sharded one.
+//   - a gathered output made sharded (its block as the whole), or a sharded
+//     output's group, dim or full size (Binding.shard_*) set to a boundary
+//     value.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generation.h"
@@ -278,14 +279,28 @@ bool mutatePlan(plan::PlanT &p, std::mt19937_64 &rng) {
     }
     return true;
   }
-  case 3: { // an output's sharding: group, dim or full size
-    std::vector<plan::BindingT *> outputs;
+  case 3: { // an output's sharding
+    std::vector<std::pair<plan::FunctionT *, plan::BindingT *>> outputs;
     for (auto &fn : p.functions)
       for (auto &b : fn->outputs)
-        outputs.push_back(b.get());
+        outputs.emplace_back(fn.get(), b.get());
     if (outputs.empty())
       return false;
-    plan::BindingT &b = *outputs[rng() % outputs.size()];
+    auto [fn, binding] = outputs[rng() % outputs.size()];
+    plan::BindingT &b = *binding;
+    if (b.shard_group == -1) {
+      // Gathered: make it a consistent sharded one (its block, along its
+      // last dim, as the whole), which the loader accepts.
+      if (p.groups.empty() || b.tensor < 0 ||
+          size_t(b.tensor) >= fn->tensors.size() ||
+          fn->tensors[size_t(b.tensor)]->shape.empty())
+        return false;
+      const std::vector<int64_t> &shape = fn->tensors[size_t(b.tensor)]->shape;
+      b.shard_group = int32_t(rng() % p.groups.size());
+      b.shard_dim = int64_t(shape.size()) - 1;
+      b.full_size = shape.back();
+      return true;
+    }
     switch (rng() % 3) {
     case 0:
       b.shard_group = int32_t(boundary(rng, b.shard_group));

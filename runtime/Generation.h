@@ -108,7 +108,9 @@ StepInputs stepInputs(const GenerationShape &shape,
 /// position `position`.
 StepInputs decodeInputs(const GenerationShape &shape,
                         const std::vector<int64_t> &tokens, int64_t position);
-/// Runs `function` on every rank; returns rank 0's outputs.
+/// Runs `function` on every rank; returns rank 0's outputs, with logits a
+/// plan leaves sharded gathered whole (generationShape's vocab is the
+/// whole vocabulary).
 using StepFn = std::function<Expected<std::map<std::string, HostTensor>>(
     const std::string &function, const StepInputs &inputs)>;
 

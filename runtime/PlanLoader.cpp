@@ -393,12 +393,20 @@ private:
     if (b.shard_dim() < 0 || b.shard_dim() >= int64_t(shape.size()))
       return errorf(what, " is sharded along dim ", b.shard_dim(),
                     " of a rank-", shape.size(), " tensor");
+    // A group may have up to 2^31 - 1 ranks and a dim 2^40: checked.
     int64_t ranks = plan_.groups()->Get(unsigned(b.shard_group()))->size();
-    int64_t whole = shape[size_t(b.shard_dim())] * ranks; // <= 2^60
+    int64_t rows = shape[size_t(b.shard_dim())];
+    int64_t whole = braid::checkedMul(rows, ranks)
+                        .value_or(std::numeric_limits<int64_t>::max());
     if (b.full_size() < 1 || b.full_size() > whole)
       return errorf(what, " has full size ", b.full_size(), " along dim ",
-                    b.shard_dim(), "; its ", ranks, " blocks of ",
-                    shape[size_t(b.shard_dim())], " hold 1 to ", whole);
+                    b.shard_dim(), "; its ", ranks, " blocks of ", rows,
+                    " hold 1 to ", whole);
+    // The gathered output is a tensor too: the same limits.
+    shape[size_t(b.shard_dim())] = b.full_size();
+    if (!shapeWithinLimits(shape))
+      return errorf(what, " gathered is ", formatShape(shape),
+                    ", too large a tensor");
     return Status::ok();
   }
 

@@ -228,6 +228,10 @@ PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
   // One rank per process (mpirun): every process's block, by rank.
   std::vector<HostTensor> others;
   if (processes && processes->size() > 1) {
+    // Process r runs world rank r, and only it (CudaRunner::create).
+    if (held != std::vector<int>{processes->rank()})
+      return errorf("internal: process ", processes->rank(),
+                    " does not hold exactly its own rank");
     auto all = allGatherBlocks(*processes, outs.front().at("logits"));
     if (!all)
       return errorf("gathering the sharded logits: ", all.status().message());

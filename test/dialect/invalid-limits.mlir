@@ -249,7 +249,7 @@ func.func private @f(%c: tensor<4xf32> {braid.state = "c"}) -> (tensor<4xf32> {b
 // -----
 
 braid.device_group @tp size 2
-// expected-error@+1 {{func.func @f: result #0: braid.sharded must be {group = @g, dim = d, size = n}, got {dim = 0 : i64, group = "tp", size = 4 : i64}}}
+// expected-error@+1 {{func.func @f: result #0: braid.sharded must be {group = @g, dim = d : i64, size = n : i64}, got {dim = 0 : i64, group = "tp", size = 4 : i64}}}
 func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = "tp", dim = 0 : i64, size = 4 : i64}})
 
 // -----
@@ -268,6 +268,20 @@ func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {b
 braid.device_group @tp size 2
 // expected-error@+1 {{func.func @f: result #0: braid.sharded size 9 must be in [1, 8]: 2 blocks of 4 along dim 0}}
 func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 0 : i64, size = 9 : i64}})
+
+// -----
+
+// A size wider than i64 is refused, not cut to its low 64 bits.
+braid.device_group @tp size 2
+// expected-error@+1 {{func.func @f: result #0: braid.sharded must be {group = @g, dim = d : i64, size = n : i64}, got {dim = 0 : i64, group = @tp, size = 36893488147419103236 : i128}}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 0 : i64, size = 36893488147419103236 : i128}})
+
+// -----
+
+// The gathered output is a tensor too: at most 2^40 elements.
+braid.device_group @tp size 1048576
+// expected-error@+1 {{func.func @f: result #0 gathered (braid.sharded) 'tensor<1099511627776x2xf32>' has 2199023255552 elements; a braid tensor holds at most 2^40 = 1099511627776}}
+func.func private @f(%a: tensor<4xf32> {braid.input = "x"}) -> (tensor<1048576x2xf32> {braid.output = "y", braid.sharded = {group = @tp, dim = 0 : i64, size = 1099511627776 : i64}})
 
 // -----
 

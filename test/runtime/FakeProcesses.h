@@ -1,5 +1,4 @@
-//===- FakeProcesses.h - One process of a scripted multi-process run -*- C++
-//-*-===//
+//===- FakeProcesses.h - A scripted process of a run -----------*- C++ -*-===//
 #ifndef BRAID_TEST_RUNTIME_FAKEPROCESSES_H
 #define BRAID_TEST_RUNTIME_FAKEPROCESSES_H
 

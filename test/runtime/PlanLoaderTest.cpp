@@ -1022,3 +1022,20 @@ TEST(PlanLoader, RejectsShardingItCannotGather) {
                   }),
                   "input 'x' is sharded; only outputs may be");
 }
+
+TEST(PlanLoader, RejectsAShardedOutputTooLargeToGather) {
+  // 2^24 ranks of a 2^40-row block: the whole would be 2^64 rows (an
+  // int64 overflow before), and a full size of 2^62 is past every tensor
+  // limit.
+  PlanBuilder pb(1 << 24);
+  pb.group("tp", 1 << 24);
+  FnBuilder f = pb.function("decode");
+  int x = f.input("x", {int64_t(1) << 40}, DType::I32);
+  f.output("logits", x);
+  plan::BindingT &b = *f.fn().outputs.back();
+  b.shard_group = 0;
+  b.shard_dim = 0;
+  b.full_size = int64_t(1) << 62;
+  EXPECT_CONTAINS(loadError(pb), "output 'logits' gathered is "
+                                 "[4611686018427387904], too large a tensor");
+}

@@ -1,5 +1,4 @@
-//===- ShardedOutputTest.cpp - Gathering outputs each rank holds a block of
-//===//
+//===- ShardedOutputTest.cpp - Gathering sharded outputs -----------------===//
 #include "runtime/ShardedOutput.h"
 #include "runtime/PlanLoader.h"
 #include "test/runtime/FakeProcesses.h"
@@ -57,6 +56,22 @@ TEST(ShardedOutput, GathersTheGroupInstanceInRankOrderAndDropsThePadding) {
   auto whole2 = gatherOutput(loaded->root(), f, *b, 2, blockOf);
   ASSERT_TRUE(whole2);
   EXPECT_EQ(whole2->bytes, whole0->bytes);
+}
+
+TEST(ShardedOutput, AMemberHoldingOnlyPaddingIsNotRead) {
+  // Full size 3: rank 0's block is the whole, rank 2's all padding.
+  PlanBuilder pb = shardedOutputPlan();
+  pb.plan().functions[0]->outputs.back()->full_size = 3;
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  const plan::Function &f = *loaded->root().functions()->Get(0);
+  const plan::Binding &b = *outputBinding(f, "logits");
+  HostTensor own = blockOfRank(0);
+  auto whole = gatherOutput(loaded->root(), f, b, 0,
+                            [&](int r) { return r == 0 ? &own : nullptr; });
+  ASSERT_TRUE(whole) << whole.status().message();
+  EXPECT_EQ(whole->shape, (Shape{2, 3}));
+  EXPECT_EQ(whole->bytes, own.bytes);
 }
 
 TEST(ShardedOutput, NamesAMissingOrMisshapenBlock) {
