@@ -547,22 +547,18 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
     inputs.push_back(t({bsz, 1}, i32));
     argAttrs.push_back(named("braid.input", "logit_rows"));
   }
-  if (l.tp > 1 && o.keepLogitsSharded) {
-    // Each rank's logits are its block of the padded vocabulary: the
-    // runtime gathers them and drops the padding.
-    NamedAttribute sharded(
-        b.getStringAttr("braid.sharded"),
+  NamedAttrList logitsAttrs;
+  logitsAttrs.append("braid.output", b.getStringAttr("logits"));
+  if (l.tp > 1 && o.keepLogitsSharded)
+    // Each rank's logits are its block of the padded vocabulary: braid-run
+    // gathers them and drops the padding.
+    logitsAttrs.append(
+        "braid.sharded",
         b.getDictionaryAttr(
             {b.getNamedAttr("group", FlatSymbolRefAttr::get(ctx, "tp")),
              b.getNamedAttr("dim", b.getI64IntegerAttr(2)),
              b.getNamedAttr("size", b.getI64IntegerAttr(l.vocab))}));
-    resAttrs.push_back(DictionaryAttr::get(
-        ctx, {NamedAttribute(b.getStringAttr("braid.output"),
-                             b.getStringAttr("logits")),
-              sharded}));
-  } else {
-    resAttrs.push_back(named("braid.output", "logits"));
-  }
+  resAttrs.push_back(logitsAttrs.getDictionary(ctx));
   for (int64_t i = 0; i < c.numLayers; ++i)
     for (StringRef kv : {"k_cache", "v_cache"}) {
       std::string state = "layers." + std::to_string(i) + "." + kv.str();

@@ -175,24 +175,11 @@ void execute(const LoadedPlan &plan) {
     if (outs->empty())
       return errorf("no rank returned outputs");
     // braid-run's gather of logits the plan leaves sharded.
-    const plan::Function *f = plan.function(function);
-    const plan::Binding *b = f ? outputBinding(*f, "logits") : nullptr;
-    if (b && b->shard_group() != -1) {
-      auto blockOf = [&](int rank) -> const HostTensor * {
-        if (rank < 0 || size_t(rank) >= outs->size())
-          return nullptr;
-        auto it = (*outs)[size_t(rank)].find("logits");
-        return it == (*outs)[size_t(rank)].end() ? nullptr : &it->second;
-      };
-      std::vector<HostTensor> whole;
-      for (size_t i = 0; i < outs->size(); ++i) {
-        auto w = gatherOutput(root, *f, *b, int(i), blockOf);
-        if (!w)
-          return w.status();
-        whole.push_back(w.take());
-      }
-      for (size_t i = 0; i < outs->size(); ++i)
-        (*outs)[i]["logits"] = std::move(whole[i]);
+    if (const plan::Function *f = plan.function(function)) {
+      std::vector<int> ranks(outs->size());
+      for (size_t i = 0; i < ranks.size(); ++i)
+        ranks[i] = int(i);
+      BRAID_RETURN_IF_ERROR(gatherOutputs(root, *f, "logits", ranks, *outs));
     }
     // braid-run's check: every rank holds the same (gathered) logits.
     auto first = (*outs)[0].find("logits");

@@ -79,6 +79,40 @@ braid::rt::gatherOutput(const plan::Plan &plan, const plan::Function &f,
   return whole;
 }
 
+Status
+braid::rt::gatherOutputs(const plan::Plan &plan, const plan::Function &f,
+                         std::string_view name, const std::vector<int> &ranks,
+                         std::vector<std::map<std::string, HostTensor>> &outs,
+                         const std::vector<HostTensor> &otherProcesses) {
+  const plan::Binding *b = outputBinding(f, name);
+  if (!b || b->shard_group() == -1)
+    return Status::ok();
+  if (ranks.size() != outs.size())
+    return errorf("internal: ", outs.size(), " ranks' outputs for ",
+                  ranks.size(), " ranks");
+  std::string key(name);
+  auto blockOf = [&](int rank) -> const HostTensor * {
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == rank) {
+        auto it = outs[i].find(key);
+        return it == outs[i].end() ? nullptr : &it->second;
+      }
+    return rank >= 0 && size_t(rank) < otherProcesses.size()
+               ? &otherProcesses[size_t(rank)]
+               : nullptr;
+  };
+  std::vector<HostTensor> whole;
+  for (int rank : ranks) {
+    auto w = gatherOutput(plan, f, *b, rank, blockOf);
+    if (!w)
+      return w.status();
+    whole.push_back(w.take());
+  }
+  for (size_t i = 0; i < ranks.size(); ++i)
+    outs[i][key] = std::move(whole[i]);
+  return Status::ok();
+}
+
 Expected<std::vector<HostTensor>>
 braid::rt::allGatherBlocks(Bootstrap &processes, const HostTensor &mine) {
   auto all =

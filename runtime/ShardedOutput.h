@@ -17,7 +17,10 @@
 #include "runtime/plan_generated.h"
 
 #include <functional>
+#include <map>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace braid::rt {
 
@@ -39,6 +42,16 @@ Expected<HostTensor>
 gatherOutput(const plan::Plan &plan, const plan::Function &f,
              const plan::Binding &b, int worldRank,
              const std::function<const HostTensor *(int)> &blockOf);
+
+/// Replaces output `name` of `f` in `outs` (the outputs of world rank
+/// `ranks[i]` at i) by the whole each of those ranks sees, gathered from
+/// the blocks in `outs` and, by world rank, `otherProcesses` (the blocks of
+/// a multi-process run, allGatherBlocks; empty in one process). An output
+/// that is not sharded, or that `f` does not have, is left as it is.
+Status gatherOutputs(const plan::Plan &plan, const plan::Function &f,
+                     std::string_view name, const std::vector<int> &ranks,
+                     std::vector<std::map<std::string, HostTensor>> &outs,
+                     const std::vector<HostTensor> &otherProcesses = {});
 
 /// Every process's `mine` (its rank's block, of one dtype and shape on
 /// every process), by process rank: a multi-process run holds one rank per

@@ -219,12 +219,6 @@ PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
   const plan::Binding *b = f ? outputBinding(*f, "logits") : nullptr;
   if (!b || b->shard_group() == -1)
     return Status::ok();
-  if (held.size() != outs.size())
-    return errorf("internal: ", outs.size(), " ranks' outputs for ",
-                  held.size(), " held ranks");
-  std::map<int, const HostTensor *> blocks;
-  for (size_t i = 0; i < held.size(); ++i)
-    blocks[held[i]] = &outs[i].at("logits");
   // One rank per process (mpirun): every process's block, by rank.
   std::vector<HostTensor> others;
   if (processes && processes->size() > 1) {
@@ -236,23 +230,8 @@ PlanRun::gatherLogits(const std::string &function, const std::vector<int> &held,
     if (!all)
       return errorf("gathering the sharded logits: ", all.status().message());
     others = all.take();
-    for (size_t r = 0; r < others.size(); ++r)
-      blocks.try_emplace(int(r), &others[r]);
   }
-  auto blockOf = [&](int rank) -> const HostTensor * {
-    auto it = blocks.find(rank);
-    return it == blocks.end() ? nullptr : it->second;
-  };
-  std::vector<HostTensor> whole;
-  for (int rank : held) {
-    auto w = gatherOutput(plan.root(), *f, *b, rank, blockOf);
-    if (!w)
-      return w.status();
-    whole.push_back(w.take());
-  }
-  for (size_t i = 0; i < held.size(); ++i)
-    outs[i]["logits"] = std::move(whole[i]);
-  return Status::ok();
+  return gatherOutputs(plan.root(), *f, "logits", held, outs, others);
 }
 
 } // namespace braid::rt::cli

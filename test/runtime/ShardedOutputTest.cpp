@@ -131,3 +131,22 @@ TEST(ShardedOutput, NamesAProcessWhoseBlockHasAnotherSize) {
   EXPECT_CONTAINS(blocks.status().message(),
                   "process 1 sent 5 bytes, not the 24 of a f32 [2, 3] block");
 }
+
+TEST(ShardedOutput, GatherOutputsReplacesEachRanksBlockByItsWhole) {
+  PlanBuilder pb = shardedOutputPlan();
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  const plan::Function &f = *loaded->root().functions()->Get(0);
+  // This process holds rank 2; the others' blocks came by rank (rank 2's
+  // own entry there is not used).
+  std::vector<std::map<std::string, HostTensor>> outs(1);
+  outs[0]["logits"] = blockOfRank(2);
+  std::vector<HostTensor> others = {blockOfRank(0), blockOfRank(1),
+                                    HostTensor(), blockOfRank(3)};
+  Status st = gatherOutputs(loaded->root(), f, "logits", {2}, outs, others);
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_EQ(outs[0]["logits"].toFloats(),
+            (std::vector<float>{0, 1, 2, 200, 201, 10, 11, 12, 210, 211}));
+  // An output the function does not have is left alone.
+  ASSERT_TRUE(gatherOutputs(loaded->root(), f, "other", {2}, outs, others));
+}
