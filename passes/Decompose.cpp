@@ -156,6 +156,10 @@ private:
     tokens_.clear();
     remap_.clear();
     pinnedFrom_.clear();
+    joins_.clear();
+    joined_.clear();
+    splitOver_.clear();
+    cutCollective_ = false;
     chunkOf_.clear();
     SmallVector<Operation *> old;
     for (Operation &op : body)
@@ -189,20 +193,15 @@ private:
     for (Operation *op : old)
       if (std::string why = visit(op); !why.empty())
         return why;
+    if (llvm::any_of(terminator_->getOperands(),
+                     [&](Value v) { return isSplit(v); }))
+      return "an output split along the tokens over a group";
     if (dryRun_)
       return "";
     // Outputs: token values are the chunks concatenated; the rest as
     // remapped (the last chunk's caches).
-    OpBuilder b(terminator_);
-    for (OpOperand &use : terminator_->getOpOperands()) {
-      Value v = use.get();
-      if (isToken(v)) {
-        use.set(ConcatOp::create(b, v.getLoc(), v.getType(), tokens_[v],
-                                 b.getI64IntegerAttr(kTokenDim)));
-      } else {
-        use.set(remapped(v));
-      }
-    }
+    for (OpOperand &use : terminator_->getOpOperands())
+      use.set(isToken(use.get()) ? join(use.get()) : remapped(use.get()));
     for (Operation *op : llvm::reverse(old))
       if (op->getBlock() && op->use_empty() &&
           !isa<ParameterOp, ParameterPackOp>(op))
@@ -277,30 +276,52 @@ private:
   }
 
   /// One op: moved as it is when it reads no token value, else once per
-  /// chunk (or once, on the chunk holding a token slice).
+  /// chunk (or once, on the chunk holding a token slice). An op the chunks
+  /// cannot pass through joins them: it runs once on their concatenation,
+  /// and so does everything after it that reads its results.
   std::string visit(Operation *op) {
     if (isa<ParameterOp, ParameterPackOp>(op))
       return "";
     bool readsTokens =
         llvm::any_of(op->getOperands(), [&](Value v) { return isToken(v); });
+    bool readsJoined =
+        llvm::any_of(op->getOperands(), [&](Value v) { return isJoined(v); });
     if (!readsTokens) {
-      if (isa<AttentionOp>(op))
+      if (isa<AttentionOp>(op) && !readsJoined)
         return "an attention whose inputs are not token values";
-      if (!dryRun_) {
-        for (OpOperand &use : op->getOpOperands())
-          use.set(remapped(use.get()));
-        op->moveBefore(terminator_);
-      }
-      return "";
+      return runWhole(op, readsJoined);
     }
+    std::string why = uncuttable(op);
+    if (why.empty()) {
+      if (auto slice = dyn_cast<SliceOp>(op))
+        return visitSlice(slice);
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        return visitAttention(attention);
+      return visitTokenWise(op);
+    }
+    // Joining before a collective would run it whole: nothing to overlap.
+    // Joining before the first collective was cut would leave nothing cut.
+    // A value split by chunk is in another token order than the whole op
+    // would see: it never joins.
+    if (isa<CollectiveOpInterface>(op) || !cutCollective_ ||
+        llvm::any_of(op->getOperands(), [&](Value v) { return isSplit(v); }))
+      return why;
+    return runWhole(op, /*readsJoined=*/true);
+  }
+
+  /// Why the chunks cannot pass through `op`, which reads a token value; ""
+  /// if each chunk can run its own copy.
+  std::string uncuttable(Operation *op) const {
     for (Value r : op->getResults())
       if (std::string why = divisible(r);
           !why.empty() && !isa<SliceOp, AttentionOp>(op))
         return why;
+    if (std::string why = splitRefusal(op); !why.empty())
+      return why;
     if (auto slice = dyn_cast<SliceOp>(op))
-      return visitSlice(slice);
+      return sliceRefusal(slice);
     if (auto attention = dyn_cast<AttentionOp>(op))
-      return visitAttention(attention);
+      return attentionRefusal(attention);
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
       auto in = cast<RankedTensorType>(reshape.getInput().getType());
       auto out = cast<RankedTensorType>(reshape.getType());
@@ -313,10 +334,6 @@ private:
         return ("a '" + op->getName().getStringRef() + "' over token values")
             .str();
       // Along the tokens only when each chunk splits over the group.
-      if (auto gather = dyn_cast<AllGatherOp>(op))
-        if (gather.getDim() == int64_t(kTokenDim) &&
-            !divisible(gather.getInput()).empty())
-          return "an all_gather along the tokens";
       if (auto scatter = dyn_cast<ReduceScatterOp>(op))
         if (scatter.getDim() == int64_t(kTokenDim) &&
             !divisible(scatter.getResult()).empty())
@@ -347,6 +364,89 @@ private:
                   "' reading a token value and a whole one")
               .str();
       }
+    return "";
+  }
+
+  /// Token values split along the tokens over a group, by chunk: a
+  /// reduce_scatter along the tokens gives rank r piece r of each chunk,
+  /// not piece r of the whole, so the chunks hold other tokens than the
+  /// whole op's result. Only token-wise ops may read them, until an
+  /// all_gather along the tokens over that group makes each chunk whole
+  /// again; the result is then what the whole function computes.
+  bool isSplit(Value v) const { return splitOver_.count(v) > 0; }
+
+  /// Why `op` cannot read the split values it reads (or would split again
+  /// or gather what is not split); "" if it can.
+  std::string splitRefusal(Operation *op) const {
+    Attribute group;
+    bool split = false, whole = false;
+    for (Value v : op->getOperands()) {
+      if (!isToken(v))
+        continue;
+      Attribute g = splitOver_.lookup(v);
+      if (g && group && g != group)
+        return ("a '" + op->getName().getStringRef() +
+                "' reading token values split over two groups")
+            .str();
+      if (g)
+        group = g;
+      (g ? split : whole) = true;
+    }
+    if (auto gather = dyn_cast<AllGatherOp>(op);
+        gather && gather.getDim() == int64_t(kTokenDim)) {
+      if (!split)
+        return "an all_gather along the tokens of a value not split along "
+               "them";
+      if (group != gather.getGroupAttr())
+        return "an all_gather along the tokens over another group than "
+               "the one that split them";
+      return "";
+    }
+    if (!split)
+      return "";
+    if (whole)
+      return ("a '" + op->getName().getStringRef() +
+              "' reading token values split along the tokens and whole ones")
+          .str();
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op);
+        scatter && scatter.getDim() == int64_t(kTokenDim))
+      return "a reduce_scatter along the tokens of a value already split "
+             "along them";
+    if (isa<AttentionOp>(op))
+      return "an attention over tokens split over a group";
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      auto t = cast<RankedTensorType>(slice.getInput().getType());
+      if (slice.getOffsets()[kTokenDim] != 0 ||
+          slice.getSizes()[kTokenDim] != t.getDimSize(kTokenDim))
+        return "a slice of tokens split over a group";
+    }
+    return "";
+  }
+
+  /// What `op`'s token results are split over: a reduce_scatter along the
+  /// tokens splits, an all_gather along them joins, the rest keep their
+  /// operands' split.
+  void recordSplit(Operation *op) {
+    Attribute group;
+    for (Value v : op->getOperands())
+      if (Attribute g = splitOver_.lookup(v))
+        group = g;
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op);
+        scatter && scatter.getDim() == int64_t(kTokenDim))
+      group = scatter.getGroupAttr();
+    if (auto gather = dyn_cast<AllGatherOp>(op);
+        gather && gather.getDim() == int64_t(kTokenDim))
+      group = {};
+    if (group)
+      for (Value r : op->getResults())
+        splitOver_[r] = group;
+  }
+
+  /// A token-wise op: one copy per chunk.
+  std::string visitTokenWise(Operation *op) {
+    if (isa<CollectiveOpInterface>(op))
+      cutCollective_ = true;
+    recordSplit(op);
     if (dryRun_) {
       for (Value r : op->getResults())
         tokens_[r] = {};
@@ -367,6 +467,47 @@ private:
     return "";
   }
 
+  /// `op` once, as it was, on the joined chunks of the token values it
+  /// reads; with `joined` its results are whole values made from chunks.
+  std::string runWhole(Operation *op, bool joined) {
+    if (joined)
+      for (Value r : op->getResults())
+        joined_.insert(r);
+    if (dryRun_)
+      return "";
+    for (OpOperand &use : op->getOpOperands())
+      use.set(isToken(use.get()) ? join(use.get()) : remapped(use.get()));
+    op->moveBefore(terminator_);
+    return "";
+  }
+
+  bool isJoined(Value v) const { return joined_.contains(v); }
+
+  /// The chunks of token value `v` concatenated (once), after the ops
+  /// created so far.
+  Value join(Value v) {
+    Value &whole = joins_[v];
+    if (!whole) {
+      OpBuilder b(terminator_);
+      whole = ConcatOp::create(b, v.getLoc(), v.getType(), tokens_[v],
+                               b.getI64IntegerAttr(kTokenDim));
+    }
+    return whole;
+  }
+
+  /// A slice of a range of tokens must lie inside one chunk.
+  std::string sliceRefusal(SliceOp slice) const {
+    auto t = cast<RankedTensorType>(slice.getInput().getType());
+    ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
+    int64_t n = t.getDimSize(kTokenDim), c = n / k_;
+    if (offsets[kTokenDim] == 0 && sizes[kTokenDim] == n)
+      return "";
+    if (offsets[kTokenDim] / c !=
+        (offsets[kTokenDim] + sizes[kTokenDim] - 1) / c)
+      return "a slice of tokens across chunks";
+    return "";
+  }
+
   /// Along other dims: per chunk. Along the tokens: a range inside one
   /// chunk is a slice of that chunk (the last token, say), shared after.
   std::string visitSlice(SliceOp slice) {
@@ -376,6 +517,7 @@ private:
     int64_t n = t.getDimSize(kTokenDim), c = n / k_;
     bool allTokens = offsets[kTokenDim] == 0 && sizes[kTokenDim] == n;
     if (allTokens) {
+      recordSplit(slice);
       if (dryRun_) {
         tokens_[slice.getResult()] = {};
         return "";
@@ -395,8 +537,6 @@ private:
       return "";
     }
     int64_t j = offsets[kTokenDim] / c;
-    if ((offsets[kTokenDim] + sizes[kTokenDim] - 1) / c != j)
-      return "a slice of tokens across chunks";
     if (dryRun_)
       return "";
     SmallVector<int64_t> local(offsets);
@@ -411,16 +551,8 @@ private:
     return "";
   }
 
-  /// Causal attention over a KV cache: chunk i writes its keys at its
-  /// first position and reads the rows chunks < i wrote, so the chunks
-  /// thread the caches. Its position is `reshape(slice(P))` of the first
-  /// token of a token value P (the positions input): chunk i's is the
-  /// first token of P's chunk i.
-  std::string visitAttention(AttentionOp attention) {
-    if (!attention.hasCache() || !isToken(attention.getQ()) ||
-        !isToken(attention.getK()) || !isToken(attention.getV()) ||
-        isToken(attention.getKCache()) || isToken(attention.getVCache()))
-      return "an attention without a KV cache, or over token caches";
+  /// The position's first-token slice, looked through the pinned copy.
+  SliceOp firstTokenSlice(AttentionOp attention) const {
     Value position = attention.getPosition();
     auto reshape = position.getDefiningOp<ReshapeOp>();
     auto first = reshape ? reshape.getInput().getDefiningOp<SliceOp>()
@@ -428,9 +560,29 @@ private:
     // Moved ops read the pinned copy: look through to the original slice.
     if (first && pinnedFrom_.count(first.getResult()))
       first = pinnedFrom_.lookup(first.getResult());
+    return first;
+  }
+
+  std::string attentionRefusal(AttentionOp attention) const {
+    if (!attention.hasCache() || !isToken(attention.getQ()) ||
+        !isToken(attention.getK()) || !isToken(attention.getV()) ||
+        isToken(attention.getKCache()) || isToken(attention.getVCache()))
+      return "an attention without a KV cache, or over token caches";
+    SliceOp first = firstTokenSlice(attention);
     if (!first || !isToken(first.getInput()) ||
         first.getOffsets()[kTokenDim] != 0 || first.getSizes()[kTokenDim] != 1)
       return "an attention position that is not the first token's";
+    return "";
+  }
+
+  /// Causal attention over a KV cache: chunk i writes its keys at its
+  /// first position and reads the rows chunks < i wrote, so the chunks
+  /// thread the caches. Its position is `reshape(slice(P))` of the first
+  /// token of a token value P (the positions input): chunk i's is the
+  /// first token of P's chunk i.
+  std::string visitAttention(AttentionOp attention) {
+    auto reshape = attention.getPosition().getDefiningOp<ReshapeOp>();
+    SliceOp first = firstTokenSlice(attention);
     if (dryRun_) {
       tokens_[attention.getOutput()] = {};
       return "";
@@ -468,6 +620,10 @@ private:
   llvm::DenseMap<Value, SmallVector<Value>> tokens_; // token value -> chunks
   llvm::DenseMap<Value, Value> remap_;        // shared value -> its replacement
   llvm::DenseMap<Value, SliceOp> pinnedFrom_; // pinned slice -> original
+  llvm::DenseMap<Value, Value> joins_;        // token value -> its concat
+  llvm::DenseSet<Value> joined_; // whole values computed from joined chunks
+  bool cutCollective_ = false;   // a collective runs once per chunk
+  llvm::DenseMap<Value, Attribute> splitOver_; // split token value -> group
   int chunk_ = -1;                            // the chunk being created
   llvm::DenseMap<Operation *, int> chunkOf_;  // created op -> its chunk
 };

@@ -432,7 +432,13 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     first position and reads the rows of the chunks before it, so every
     token sees exactly the keys it saw before. A slice of tokens inside one
     chunk (the last token before the LM head) is taken from that chunk;
-    token outputs are the chunks concatenated, caches the last chunk's.
+    token outputs are the chunks concatenated, caches the last chunk's. An
+    op the chunks cannot pass through, once a collective was cut, joins
+    them: it runs once on their concatenation, and so does what follows
+    it (a bucketed prefill's last-token row gather). A reduce_scatter
+    along the tokens splits each chunk over the group: rank r holds piece
+    r of each chunk, so a split value flows only through token-wise ops
+    until an all_gather along the tokens makes the chunks whole again.
 
     `chunks` lists the counts to consider (default `1,2,4`; one count forces
     it). The chunks' ops are ordered one of two ways (`order`): side by
@@ -458,11 +464,14 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     the same way; the fastest takes the function's place and name, and the
     other forms are erased. Candidates are priced on their own copies, in
     parallel where the MLIR context has threads. Refused, with the reason in the `report` remark: an
-    attention without a KV cache, a softmax or concat along the tokens, a
-    slice of tokens across chunks, a reshape that moves the tokens, an
-    op reading a token value and a whole activation, all_to_all and
-    point-to-point ops. Every chunked op computes what the whole op did for
-    those tokens, so the result is the same bit for bit.
+    attention without a KV cache; before any collective was cut, a
+    softmax or concat along the tokens, a slice of tokens across chunks,
+    a reshape that moves the tokens, an op reading a token value and a
+    whole activation; a split value returned, sliced along the tokens,
+    read by an attention or beside a whole one; an all_gather along the
+    tokens of a value not split; all_to_all and point-to-point ops. Every
+    chunked op computes what the whole op did for those tokens, so the
+    result is the same bit for bit.
   }];
   let options = [
     Option<"chunks", "chunks", "std::string", "\"1,2,4\"",

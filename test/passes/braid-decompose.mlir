@@ -88,3 +88,105 @@ func.func @one_token(%x: tensor<1x1x4xf32> {braid.input = "x"}) -> (tensor<1x1x4
   return %y : tensor<1x1x4xf32>
 }
 
+// -----
+
+// An op the chunks cannot pass through after a collective was cut (the
+// bucketed prefill's row gather: a reshape that merges batch and tokens)
+// joins them: one concat, shared with the token output, then the rest
+// once, as it was.
+// CHECK-LABEL: func.func @joined_head
+// CHECK: braid.all_reduce_start sum
+// CHECK: braid.all_reduce_start sum
+// CHECK: %[[H0:.*]] = braid.add
+// CHECK: %[[H1:.*]] = braid.add
+// CHECK-NEXT: %[[H:.*]] = braid.concat %[[H0]], %[[H1]] dim 1 : (tensor<1x4x64xf32>, tensor<1x4x64xf32>) -> tensor<1x8x64xf32>
+// CHECK-NEXT: %[[FLAT:.*]] = braid.reshape %[[H]] : tensor<1x8x64xf32> -> tensor<8x64xf32>
+// CHECK-NEXT: %[[ROW:.*]] = braid.embedding %arg1, %[[FLAT]]
+// CHECK: braid.matmul %[[ROW]]
+// CHECK-NOT: braid.concat
+// CHECK: return %{{.*}}, %[[H]]
+// FORCED: remark: braid-decompose: 2 chunks
+braid.device_group @tp size 2
+func.func @joined_head(%x: tensor<1x8x64xf32> {braid.input = "x"}, %rows: tensor<1x1xi32> {braid.input = "logit_rows"}) -> (tensor<1x1x64xf32> {braid.output = "y"}, tensor<1x8x64xf32> {braid.output = "h"}) {
+  %w1 = braid.parameter "w1" full [64, 128] shard_dim 1 on @tp : tensor<64x64xf32>
+  %a = braid.matmul %x, %w1 {transpose_b} : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+  %ar = braid.all_reduce sum %a on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+  %h = braid.add %ar, %x : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+  %flat = braid.reshape %h : tensor<1x8x64xf32> -> tensor<8x64xf32>
+  %row = braid.embedding %rows, %flat : (tensor<1x1xi32>, tensor<8x64xf32>) -> tensor<1x1x64xf32>
+  %w2 = braid.parameter "w2" full [64, 128] shard_dim 1 on @tp : tensor<64x64xf32>
+  %m = braid.matmul %row, %w2 {transpose_b} : (tensor<1x1x64xf32>, tensor<64x64xf32>) -> tensor<1x1x64xf32>
+  %y = braid.all_reduce sum %m on @tp : tensor<1x1x64xf32> -> tensor<1x1x64xf32>
+  return %y, %h : tensor<1x1x64xf32>, tensor<1x8x64xf32>
+}
+
+// -----
+
+// Before any collective is cut, the same op is refused instead: joining
+// there would leave nothing to overlap.
+// CHECK-LABEL: func.func @joined_too_early
+// CHECK-NOT: braid.concat
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a reshape that moves the token dim
+braid.device_group @tp size 2
+func.func @joined_too_early(%x: tensor<1x8x64xf32> {braid.input = "x"}) -> (tensor<8x64xf32> {braid.output = "y"}) {
+  %w1 = braid.parameter "w1" full [64, 128] shard_dim 1 on @tp : tensor<64x64xf32>
+  %a = braid.matmul %x, %w1 {transpose_b} : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+  %flat = braid.reshape %a : tensor<1x8x64xf32> -> tensor<8x64xf32>
+  %y = braid.all_reduce sum %flat on @tp : tensor<8x64xf32> -> tensor<8x64xf32>
+  return %y : tensor<8x64xf32>
+}
+
+// -----
+
+// A reduce_scatter along the tokens splits each chunk over the group:
+// rank r holds piece r of each chunk, not of the whole. Such a value
+// returned, or sliced along the tokens, is refused; gathered back along
+// the tokens over the same group it is whole again. Gathering what no
+// reduce_scatter split would interleave the ranks' chunks.
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output split along the tokens over a group
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a slice of tokens split over a group
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_gather along the tokens of a value not split along them
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_gather along the tokens over another group than the one that split them
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.add' reading token values split along the tokens and whole ones
+// FORCED: remark: braid-decompose: 2 chunks
+braid.device_group @tp size 2
+braid.device_group @other size 2
+braid.device_group @one size 1
+func.func @split_output(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x4x4xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  %y = braid.silu %s : tensor<1x4x4xf32>
+  return %y : tensor<1x4x4xf32>
+}
+func.func @split_slice(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x1x4xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  %y = braid.slice %s offsets [0, 3, 0] sizes [1, 1, 4] : tensor<1x4x4xf32> -> tensor<1x1x4xf32>
+  return %y : tensor<1x1x4xf32>
+}
+func.func @gather_whole(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x16x4xf32> {braid.output = "y"}) {
+  %y = braid.all_gather %x on @tp dim 1 : tensor<1x8x4xf32> -> tensor<1x16x4xf32>
+  return %y : tensor<1x16x4xf32>
+}
+func.func @gather_other_group(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x8x4xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  %y = braid.all_gather %s on @other dim 1 : tensor<1x4x4xf32> -> tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}
+// (Over a group of one, split and whole values have one shape.)
+func.func @split_and_whole(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x8x4xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @one dim 1 : tensor<1x8x4xf32> -> tensor<1x8x4xf32>
+  %a = braid.add %s, %x : (tensor<1x8x4xf32>, tensor<1x8x4xf32>) -> tensor<1x8x4xf32>
+  %y = braid.all_gather %a on @one dim 1 : tensor<1x8x4xf32> -> tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}
+// CHECK-LABEL: func.func @split_gathered
+// CHECK: braid.reduce_scatter sum %{{.*}} : tensor<1x4x4xf32> -> tensor<1x2x4xf32>
+// CHECK: braid.reduce_scatter_start sum %{{.*}} : tensor<1x4x4xf32>
+// CHECK: braid.all_gather_start %{{.*}} : tensor<1x2x4xf32> -> !braid.handle<tensor<1x4x4xf32>>
+// CHECK: braid.all_gather %{{.*}} : tensor<1x2x4xf32> -> tensor<1x4x4xf32>
+// CHECK: braid.concat
+func.func @split_gathered(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x8x4xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  %n = braid.silu %s : tensor<1x4x4xf32>
+  %y = braid.all_gather %n on @tp dim 1 : tensor<1x4x4xf32> -> tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}
