@@ -330,7 +330,7 @@ private:
         return "a reshape that moves the token dim";
     }
     if (auto coll = dyn_cast<CollectiveOpInterface>(op)) {
-      if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
+      if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp>(op))
         return ("a '" + op->getName().getStringRef() + "' over token values")
             .str();
       // Along the tokens only when each chunk splits over the group.
@@ -339,6 +339,15 @@ private:
             !divisible(scatter.getResult()).empty())
           return "a reduce_scatter along the tokens whose chunks do not "
                  "split over the group";
+      if (auto exchange = dyn_cast<AllToAllOp>(op)) {
+        if (exchange.getSplitDim() == int64_t(kTokenDim) &&
+            exchange.getConcatDim() == int64_t(kTokenDim))
+          return "an all_to_all that splits and concatenates the tokens";
+        if (exchange.getSplitDim() == int64_t(kTokenDim) &&
+            !divisible(exchange.getResult()).empty())
+          return "an all_to_all splitting the tokens whose chunks do not "
+                 "split over the group";
+      }
     } else if (!isa<MatmulOp, AddOp, MulOp, SiluOp, GeluOp, SwigluOp, RmsNormOp,
                     AddRmsNormOp, LayerNormOp, RopeOp, EmbeddingOp, ReshapeOp,
                     SoftmaxOp, ConcatOp>(op)) {
@@ -392,14 +401,14 @@ private:
         group = g;
       (g ? split : whole) = true;
     }
-    if (auto gather = dyn_cast<AllGatherOp>(op);
-        gather && gather.getDim() == int64_t(kTokenDim)) {
+    if (gathersTokens(op)) {
+      std::string what = op->getName().stripDialect().str() +
+                         (isa<AllGatherOp>(op) ? " along" : " gathering");
       if (!split)
-        return "an all_gather along the tokens of a value not split along "
-               "them";
-      if (group != gather.getGroupAttr())
-        return "an all_gather along the tokens over another group than "
-               "the one that split them";
+        return "an " + what + " the tokens of a value not split along them";
+      if (group != cast<CollectiveOpInterface>(op).getGroupAttr())
+        return "an " + what +
+               " the tokens over another group than the one that split them";
       return "";
     }
     if (!split)
@@ -408,10 +417,10 @@ private:
       return ("a '" + op->getName().getStringRef() +
               "' reading token values split along the tokens and whole ones")
           .str();
-    if (auto scatter = dyn_cast<ReduceScatterOp>(op);
-        scatter && scatter.getDim() == int64_t(kTokenDim))
-      return "a reduce_scatter along the tokens of a value already split "
-             "along them";
+    if (splitsTokens(op))
+      return ("a '" + op->getName().getStringRef() +
+              "' splitting tokens already split")
+          .str();
     if (isa<AttentionOp>(op))
       return "an attention over tokens split over a group";
     if (auto slice = dyn_cast<SliceOp>(op)) {
@@ -431,15 +440,36 @@ private:
     for (Value v : op->getOperands())
       if (Attribute g = splitOver_.lookup(v))
         group = g;
-    if (auto scatter = dyn_cast<ReduceScatterOp>(op);
-        scatter && scatter.getDim() == int64_t(kTokenDim))
-      group = scatter.getGroupAttr();
-    if (auto gather = dyn_cast<AllGatherOp>(op);
-        gather && gather.getDim() == int64_t(kTokenDim))
+    if (splitsTokens(op))
+      group = cast<CollectiveOpInterface>(op).getGroupAttr();
+    if (gathersTokens(op))
       group = {};
     if (group)
       for (Value r : op->getResults())
         splitOver_[r] = group;
+  }
+
+  /// A reduce_scatter along the tokens, or an all_to_all splitting them
+  /// (Ulysses, after attention): rank r keeps piece r of each chunk.
+  static bool splitsTokens(Operation *op) {
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+      return scatter.getDim() == int64_t(kTokenDim);
+    if (auto exchange = dyn_cast<AllToAllOp>(op))
+      return exchange.getSplitDim() == int64_t(kTokenDim) &&
+             exchange.getConcatDim() != int64_t(kTokenDim);
+    return false;
+  }
+
+  /// An all_gather along the tokens, or an all_to_all concatenating them
+  /// (Ulysses, before attention): the ranks' pieces of a chunk, in rank
+  /// order, are that chunk.
+  static bool gathersTokens(Operation *op) {
+    if (auto gather = dyn_cast<AllGatherOp>(op))
+      return gather.getDim() == int64_t(kTokenDim);
+    if (auto exchange = dyn_cast<AllToAllOp>(op))
+      return exchange.getConcatDim() == int64_t(kTokenDim) &&
+             exchange.getSplitDim() != int64_t(kTokenDim);
+    return false;
   }
 
   /// A token-wise op: one copy per chunk.

@@ -436,9 +436,11 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     op the chunks cannot pass through, once a collective was cut, joins
     them: it runs once on their concatenation, and so does what follows
     it (a bucketed prefill's last-token row gather). A reduce_scatter
-    along the tokens splits each chunk over the group: rank r holds piece
-    r of each chunk, so a split value flows only through token-wise ops
-    until an all_gather along the tokens makes the chunks whole again.
+    along the tokens, or an all_to_all splitting them (Ulysses), splits
+    each chunk over the group: rank r holds piece r of each chunk, so a
+    split value flows only through token-wise ops until an all_gather
+    along the tokens, or an all_to_all concatenating them, makes the
+    chunks whole again.
 
     `chunks` lists the counts to consider (default `1,2,4`; one count forces
     it). The chunks' ops are ordered one of two ways (`order`): side by
@@ -469,7 +471,8 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     a reshape that moves the tokens, an op reading a token value and a
     whole activation; a split value returned, sliced along the tokens,
     read by an attention or beside a whole one; an all_gather along the
-    tokens of a value not split; all_to_all and point-to-point ops. Every
+    tokens of a value not split; an all_to_all that splits and
+    concatenates the tokens, broadcasts and point-to-point ops. Every
     chunked op computes what the whole op did for those tokens, so the
     result is the same bit for bit.
   }];

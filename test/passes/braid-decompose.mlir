@@ -190,3 +190,38 @@ func.func @split_gathered(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<
   %y = braid.all_gather %n on @tp dim 1 : tensor<1x4x4xf32> -> tensor<1x8x4xf32>
   return %y : tensor<1x8x4xf32>
 }
+
+// -----
+
+// Ulysses: an all_to_all concatenating the tokens of a split value gives
+// each rank whole chunks of its head shard (the attention runs per chunk,
+// threading the cache); one splitting them after the attention splits
+// each chunk again. An all_to_all that would gather tokens no collective
+// split, or that splits and concatenates the tokens, is refused.
+// CHECK-LABEL: func.func @ulysses
+// CHECK-COUNT-2: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 2 concat 1 {{.*}}: tensor<1x2x4x4xf32> -> {{.*}}tensor<1x4x2x4xf32>
+// CHECK: braid.attention
+// CHECK: braid.attention
+// CHECK: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 1 concat 2 {{.*}}: tensor<1x4x2x4xf32> -> {{.*}}tensor<1x2x4x4xf32>
+// FORCED: remark: braid-decompose: 2 chunks
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_to_all gathering the tokens of a value not split along them
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_to_all that splits and concatenates the tokens
+braid.device_group @tp size 2
+func.func @ulysses(%x: tensor<1x8x4x4xf32> {braid.input = "x"}, %pos: tensor<1x8xi32> {braid.input = "positions"}, %kc: tensor<1x16x2x4xf32> {braid.state = "k"}, %vc: tensor<1x16x2x4xf32> {braid.state = "v"}) -> (tensor<1x8x4x4xf32> {braid.output = "y"}, tensor<1x16x2x4xf32> {braid.state = "k"}, tensor<1x16x2x4xf32> {braid.state = "v"}) {
+  %p0 = braid.slice %pos offsets [0, 0] sizes [1, 1] : tensor<1x8xi32> -> tensor<1x1xi32>
+  %p = braid.reshape %p0 : tensor<1x1xi32> -> tensor<1xi32>
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x4x4xf32> -> tensor<1x4x4x4xf32>
+  %q = braid.all_to_all %s on @tp split 2 concat 1 : tensor<1x4x4x4xf32> -> tensor<1x8x2x4xf32>
+  %o, %k2, %v2 = braid.attention %q, %q, %q cache(%kc, %vc) at %p {causal, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1xi32>) -> (tensor<1x8x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>)
+  %back = braid.all_to_all %o on @tp split 1 concat 2 : tensor<1x8x2x4xf32> -> tensor<1x4x4x4xf32>
+  %y = braid.all_gather %back on @tp dim 1 : tensor<1x4x4x4xf32> -> tensor<1x8x4x4xf32>
+  return %y, %k2, %v2 : tensor<1x8x4x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>
+}
+func.func @exchange_whole(%x: tensor<1x8x4x4xf32> {braid.input = "x"}) -> (tensor<1x16x2x4xf32> {braid.output = "y"}) {
+  %y = braid.all_to_all %x on @tp split 2 concat 1 : tensor<1x8x4x4xf32> -> tensor<1x16x2x4xf32>
+  return %y : tensor<1x16x2x4xf32>
+}
+func.func @exchange_tokens(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<1x8x4xf32> {braid.output = "y"}) {
+  %y = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x4xf32> -> tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}

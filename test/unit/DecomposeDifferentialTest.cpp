@@ -5,8 +5,9 @@
 // (then scheduled on two streams), and every output must be the same bit
 // for bit. The cases are the edges of what the pass cuts: chunks joined
 // before an op they cannot pass through (a bucketed prefill's row
-// gather), and values a reduce_scatter split by chunk, which hold other
-// tokens than the whole function's until an all_gather makes them whole.
+// gather), and values a reduce_scatter (or Ulysses' all_to_all) split by
+// chunk, which hold other tokens than the whole function's until an
+// all_gather (or the all_to_all back) makes them whole.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/InitAll.h"
@@ -162,6 +163,26 @@ TEST(DecomposeDifferential, SplitValuesGatheredBackAreTheWholeOnes) {
   expectSameAnswer(kSplitThenGathered, 2);
 }
 
+// Ulysses without the attention: the split tokens exchanged for whole
+// tokens of a head shard, a token-wise op, exchanged back, gathered.
+const char *kUlyssesExchange = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+  %h = braid.reshape %s : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %q = braid.all_to_all %h on @tp split 2 concat 1 : tensor<1x4x4x4xf32> -> tensor<1x8x2x4xf32>
+  %a = braid.silu %q : tensor<1x8x2x4xf32>
+  %b = braid.all_to_all %a on @tp split 1 concat 2 : tensor<1x8x2x4xf32> -> tensor<1x4x4x4xf32>
+  %m = braid.reshape %b : tensor<1x4x4x4xf32> -> tensor<1x4x16xf32>
+  %y = braid.all_gather %m on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}
+)mlir";
+
+TEST(DecomposeDifferential, UlyssesExchangesGatherAndSplitChunks) {
+  expectSameAnswer(kUlyssesExchange, 2);
+}
+
 // The split value itself returned, or its last token taken: cut, rank 0
 // would hold tokens 0, 1, 4, 5 instead of 0 to 3. The function stays
 // whole.
@@ -185,8 +206,8 @@ func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x1x16xf32> 
 }
 )mlir";
 
-// Gathering along the tokens what no reduce_scatter split: cut, the
-// gather would interleave the ranks' chunks.
+// Gathering along the tokens what no reduce_scatter split (by all_gather
+// or all_to_all): cut, the gather would interleave the ranks' chunks.
 const char *kGatherOfWhole = R"mlir(
 braid.device_group @tp size 2
 func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x16x16xf32> {braid.output = "y"}) {
@@ -198,10 +219,23 @@ func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x16x16xf32>
 }
 )mlir";
 
+const char *kExchangeOfWhole = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x16x2x4xf32> {braid.output = "y"}) {
+  %w1 = braid.parameter "w1" full [16, 32] shard_dim 1 on @tp : tensor<16x16xf32>
+  %a = braid.matmul %x, %w1 {transpose_b} : (tensor<1x8x16xf32>, tensor<16x16xf32>) -> tensor<1x8x16xf32>
+  %ar = braid.all_reduce sum %a on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %h = braid.reshape %ar : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
+  %y = braid.all_to_all %h on @tp split 2 concat 1 : tensor<1x8x4x4xf32> -> tensor<1x16x2x4xf32>
+  return %y : tensor<1x16x2x4xf32>
+}
+)mlir";
+
 TEST(DecomposeDifferential, SplitValuesNeverLeaveInChunkOrder) {
   expectSameAnswer(kSplitOutput, 1);
   expectSameAnswer(kSplitSlice, 1);
   expectSameAnswer(kGatherOfWhole, 1);
+  expectSameAnswer(kExchangeOfWhole, 1);
 }
 
 } // namespace
