@@ -284,12 +284,12 @@ private:
       return "";
     bool readsTokens =
         llvm::any_of(op->getOperands(), [&](Value v) { return isToken(v); });
-    bool readsJoined =
-        llvm::any_of(op->getOperands(), [&](Value v) { return isJoined(v); });
     if (!readsTokens) {
+      bool readsJoined =
+          llvm::any_of(op->getOperands(), [&](Value v) { return isJoined(v); });
       if (isa<AttentionOp>(op) && !readsJoined)
         return "an attention whose inputs are not token values";
-      return runWhole(op, readsJoined);
+      return runWhole(op, /*resultsJoined=*/readsJoined);
     }
     std::string why = uncuttable(op);
     if (why.empty()) {
@@ -299,14 +299,14 @@ private:
         return visitAttention(attention);
       return visitTokenWise(op);
     }
-    // Joining before a collective would run it whole: nothing to overlap.
-    // Joining before the first collective was cut would leave nothing cut.
-    // A value split by chunk is in another token order than the whole op
-    // would see: it never joins.
+    // Conservatively refused rather than joined: a collective (the chunks
+    // exist to overlap them), an op before any collective was cut (the cut
+    // would hide nothing), and a value split by chunk (its chunks hold
+    // other tokens than the whole value: concatenated, they are not it).
     if (isa<CollectiveOpInterface>(op) || !cutCollective_ ||
         llvm::any_of(op->getOperands(), [&](Value v) { return isSplit(v); }))
       return why;
-    return runWhole(op, /*readsJoined=*/true);
+    return runWhole(op, /*resultsJoined=*/true);
   }
 
   /// Why the chunks cannot pass through `op`, which reads a token value; ""
@@ -360,6 +360,22 @@ private:
     if (auto concat = dyn_cast<ConcatOp>(op))
       if (concat.getDim() == int64_t(kTokenDim))
         return "a concat along the tokens";
+    // Operands whose dim 1 is not the result's tokens: a matmul's b and
+    // an embedding's table are shared by every chunk, so they must not be
+    // token values; a matmul with transpose_a contracts over its rows.
+    if (auto matmul = dyn_cast<MatmulOp>(op)) {
+      if (isToken(matmul.getB()))
+        return "a matmul of two token values";
+      if (matmul.getTransposeA())
+        return "a matmul contracting over the tokens (transpose_a)";
+    }
+    if (auto embedding = dyn_cast<EmbeddingOp>(op))
+      if (isToken(embedding.getTable()))
+        return "an embedding whose table is a token value";
+    // A rope rotates each token by its own position.
+    if (auto rope = dyn_cast<RopeOp>(op))
+      if (!isToken(rope.getPositions()))
+        return "a rope whose positions are not token values";
     // Every other operand is shared by all chunks, so it must not carry
     // the tokens: a broadcast bias or a weight, never a whole activation.
     for (Value v : op->getOperands())
@@ -423,12 +439,14 @@ private:
           .str();
     if (isa<AttentionOp>(op))
       return "an attention over tokens split over a group";
-    if (auto slice = dyn_cast<SliceOp>(op)) {
-      auto t = cast<RankedTensorType>(slice.getInput().getType());
-      if (slice.getOffsets()[kTokenDim] != 0 ||
-          slice.getSizes()[kTokenDim] != t.getDimSize(kTokenDim))
-        return "a slice of tokens split over a group";
-    }
+    // Any other collective combines ranks' pieces, which cut are pieces of
+    // a chunk, not of the whole: other tokens.
+    if (isa<CollectiveOpInterface>(op))
+      return ("a '" + op->getName().getStringRef() +
+              "' combining tokens split over a group")
+          .str();
+    if (auto slice = dyn_cast<SliceOp>(op); slice && !takesAllTokens(slice))
+      return "a slice of tokens split over a group";
     return "";
   }
 
@@ -498,9 +516,10 @@ private:
   }
 
   /// `op` once, as it was, on the joined chunks of the token values it
-  /// reads; with `joined` its results are whole values made from chunks.
-  std::string runWhole(Operation *op, bool joined) {
-    if (joined)
+  /// reads; with `resultsJoined` its results are whole values made from
+  /// chunks.
+  std::string runWhole(Operation *op, bool resultsJoined) {
+    if (resultsJoined)
       for (Value r : op->getResults())
         joined_.insert(r);
     if (dryRun_)
@@ -516,6 +535,8 @@ private:
   /// The chunks of token value `v` concatenated (once), after the ops
   /// created so far.
   Value join(Value v) {
+    if (isa<BlockArgument>(v))
+      return v; // an input: its chunks are slices of it
     Value &whole = joins_[v];
     if (!whole) {
       OpBuilder b(terminator_);
@@ -526,12 +547,18 @@ private:
   }
 
   /// A slice of a range of tokens must lie inside one chunk.
+  static bool takesAllTokens(SliceOp slice) {
+    auto t = cast<RankedTensorType>(slice.getInput().getType());
+    return slice.getOffsets()[kTokenDim] == 0 &&
+           slice.getSizes()[kTokenDim] == t.getDimSize(kTokenDim);
+  }
+
   std::string sliceRefusal(SliceOp slice) const {
+    if (takesAllTokens(slice))
+      return "";
     auto t = cast<RankedTensorType>(slice.getInput().getType());
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
-    int64_t n = t.getDimSize(kTokenDim), c = n / k_;
-    if (offsets[kTokenDim] == 0 && sizes[kTokenDim] == n)
-      return "";
+    int64_t c = t.getDimSize(kTokenDim) / k_;
     if (offsets[kTokenDim] / c !=
         (offsets[kTokenDim] + sizes[kTokenDim] - 1) / c)
       return "a slice of tokens across chunks";
@@ -544,9 +571,8 @@ private:
     Value in = slice.getInput();
     auto t = cast<RankedTensorType>(in.getType());
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
-    int64_t n = t.getDimSize(kTokenDim), c = n / k_;
-    bool allTokens = offsets[kTokenDim] == 0 && sizes[kTokenDim] == n;
-    if (allTokens) {
+    int64_t c = t.getDimSize(kTokenDim) / k_;
+    if (takesAllTokens(slice)) {
       recordSplit(slice);
       if (dryRun_) {
         tokens_[slice.getResult()] = {};

@@ -225,3 +225,41 @@ func.func @exchange_tokens(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor
   %y = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x4xf32> -> tensor<1x8x4xf32>
   return %y : tensor<1x8x4xf32>
 }
+
+// -----
+
+// Operands that hold tokens in a role the chunks cannot share join them:
+// a rope's positions that are not token values (here the positions input
+// through a reshape that moves the tokens: joining an input is the input
+// itself), and a matmul of two token values.
+// CHECK-LABEL: func.func @rope_whole_positions
+// CHECK: %[[P:.*]] = braid.reshape %{{.*}} : tensor<8xi32> -> tensor<1x8xi32>
+// CHECK: %[[X:.*]] = braid.concat %{{.*}}, %{{.*}} dim 1 : (tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>) -> tensor<1x8x1x4xf32>
+// CHECK-NEXT: braid.rope %[[X]], %[[P]]
+// CHECK-LABEL: func.func @token_times_token
+// CHECK: %[[A:.*]] = braid.concat %{{.*}}, %{{.*}} dim 1 : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x8x8xf32>
+// CHECK-NEXT: braid.matmul %[[A]], %[[A]] {transpose_b} : (tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<1x8x8xf32>
+// FORCED: remark: braid-decompose: 2 chunks
+// FORCED: remark: braid-decompose: 2 chunks
+// A collective over the group that split the tokens (other than the
+// gather back) would combine other tokens than the whole function's.
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.all_reduce' combining tokens split over a group
+braid.device_group @tp size 2
+func.func @rope_whole_positions(%x: tensor<1x8x1x4xf32> {braid.input = "x"}, %pos: tensor<1x8xi32> {braid.input = "positions"}) -> (tensor<1x8x1x4xf32> {braid.output = "y"}) {
+  %a = braid.all_reduce sum %x on @tp : tensor<1x8x1x4xf32> -> tensor<1x8x1x4xf32>
+  %p1 = braid.reshape %pos : tensor<1x8xi32> -> tensor<8xi32>
+  %p2 = braid.reshape %p1 : tensor<8xi32> -> tensor<1x8xi32>
+  %y = braid.rope %a, %p2 {theta = 1.0e+04 : f64} : (tensor<1x8x1x4xf32>, tensor<1x8xi32>) -> tensor<1x8x1x4xf32>
+  return %y : tensor<1x8x1x4xf32>
+}
+func.func @token_times_token(%x: tensor<1x8x8xf32> {braid.input = "x"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
+  %a = braid.all_reduce sum %x on @tp : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %y = braid.matmul %a, %a {transpose_b} : (tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<1x8x8xf32>
+  return %y : tensor<1x8x8xf32>
+}
+func.func @reduce_split(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+  %a = braid.all_reduce sum %s on @tp : tensor<1x4x16xf32> -> tensor<1x4x16xf32>
+  %y = braid.all_gather %a on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}

@@ -231,7 +231,20 @@ func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x16x2x4xf32
 }
 )mlir";
 
+// An all_reduce over the group that split the tokens: whole, y[t] sums
+// tokens t % 4 and 4 + t % 4 of x; cut, tokens of one chunk.
+const char *kReduceOfSplit = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+  %a = braid.all_reduce sum %s on @tp : tensor<1x4x16xf32> -> tensor<1x4x16xf32>
+  %y = braid.all_gather %a on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}
+)mlir";
+
 TEST(DecomposeDifferential, SplitValuesNeverLeaveInChunkOrder) {
+  expectSameAnswer(kReduceOfSplit, 1);
   expectSameAnswer(kSplitOutput, 1);
   expectSameAnswer(kSplitSlice, 1);
   expectSameAnswer(kGatherOfWhole, 1);
