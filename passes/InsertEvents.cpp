@@ -26,9 +26,28 @@ struct BraidInsertEventsPass
         continue;
       bool scheduled = false;
       func.walk([&](Operation *op) { scheduled |= getStream(op).has_value(); });
-      if (scheduled && failed(insertEvents(func)))
+      if (!scheduled)
+        continue;
+      if (replace)
+        eraseEvents(func);
+      if (failed(insertEvents(func)))
         return signalPassFailure();
     }
+  }
+
+  /// Every event_wait, then every event_record (the waits use them).
+  static void eraseEvents(func::FuncOp func) {
+    SmallVector<Operation *> waits, records;
+    func.walk([&](Operation *op) {
+      if (isa<EventWaitOp>(op))
+        waits.push_back(op);
+      else if (isa<EventRecordOp>(op))
+        records.push_back(op);
+    });
+    for (Operation *op : waits)
+      op->erase();
+    for (Operation *op : records)
+      op->erase();
   }
 
   LogicalResult insertEvents(func::FuncOp func) {

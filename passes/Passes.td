@@ -405,6 +405,14 @@ def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
     A dependency no event can satisfy (an op touching the bytes of a
     collective that is still in flight, or a collective issued while one of
     another communicator is in flight) is an error naming both ops.
+
+    With `replace`, the function's events are erased first and inserted
+    again. The default pipeline does this after `braid-plan-memory`: a
+    reshape or slice that becomes a view no longer writes bytes of its
+    own, so a wait for it is a wait for its producer, which an earlier
+    event may already order (Ulysses: the k and v exchanges waited for
+    their reshapes after the q exchange had waited for the projection);
+    and the reuse of bytes across streams is ordered from the plan itself.
   }];
   let options = [
     Option<"concurrentCommunicators", "concurrent-communicators", "bool",
@@ -413,6 +421,9 @@ def BraidInsertEventsPass : Pass<"braid-insert-events", "::mlir::ModuleOp"> {
            "concurrently without deadlock; do not order them (analysis "
            "only: plans always get the ordered rule, see "
            "braid-verify-schedule)">,
+    Option<"replace", "replace", "bool", "false",
+           "Erase the function's events and insert them again (after "
+           "braid-plan-memory: views leave waits for their producers)">,
   ];
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
@@ -465,14 +476,17 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     `variants=true` adds the sequence-parallel form). Every form is priced
     the same way; the fastest takes the function's place and name, and the
     other forms are erased. Candidates are priced on their own copies, in
-    parallel where the MLIR context has threads. Refused, with the reason in the `report` remark: an
-    attention without a KV cache; before any collective was cut, a
-    softmax or concat along the tokens, a slice of tokens across chunks,
-    a reshape that moves the tokens, an op reading a token value and a
-    whole activation; a split value returned, sliced along the tokens,
-    read by an attention or beside a whole one; an all_gather along the
-    tokens of a value not split; an all_to_all that splits and
-    concatenates the tokens, broadcasts and point-to-point ops. Every
+    parallel where the MLIR context has threads. Refused, with the reason in the `report` remark: before
+    any collective was cut (after one, they join the chunks), an
+    attention without a KV cache, a softmax or concat along the tokens, a
+    slice of tokens across chunks, a reshape that moves the tokens, an op
+    reading a token value and a whole activation, a matmul of two token
+    values or over the tokens, an embedding whose table is a token value,
+    a rope whose positions are not token values; a split value returned,
+    sliced along the tokens, read by an attention or beside a whole one,
+    or combined by another collective; a gather of tokens not split; an
+    all_to_all that splits and concatenates the tokens, broadcasts and
+    point-to-point ops. Every
     chunked op computes what the whole op did for those tokens, so the
     result is the same bit for bit.
   }];

@@ -44,6 +44,12 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
     addSchedulingPasses(pm, options.target, options.report);
   }
   pm.addPass(mlir::braid::createBraidPlanMemoryPass());
+  // Views wait for their producers: the events again, from the plan.
+  if (options.schedule) {
+    mlir::braid::BraidInsertEventsPassOptions events;
+    events.replace = true;
+    pm.addPass(mlir::braid::createBraidInsertEventsPass(events));
+  }
   // Nothing leaves the compiler unless its schedule is proven safe.
   pm.addPass(mlir::braid::createBraidVerifySchedulePass());
 }

@@ -1,6 +1,7 @@
 // RUN: braid-opt %s --braid-insert-events -split-input-file | FileCheck %s
 // RUN: braid-opt %s --braid-insert-events --braid-verify-schedule -split-input-file -o /dev/null
 // RUN: braid-opt %s --braid-insert-events --braid-plan-memory --braid-insert-events --braid-verify-schedule -split-input-file -o /dev/null
+// RUN: braid-opt %s --braid-insert-events --braid-plan-memory --braid-insert-events=replace=true --braid-verify-schedule -split-input-file | FileCheck %s --check-prefix=REPLACE
 
 // A tp 2 MLP block on two streams: compute on 0, the all_reduce on 1. The
 // start reads a value made on stream 0: one event. The wait on stream 0
@@ -83,4 +84,36 @@ func.func @two_communicators(%x: tensor<4xf32> {braid.input = "x"}, %y: tensor<4
 func.func @serial(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
   %a = braid.silu %x : tensor<4xf32>
   return %a : tensor<4xf32>
+}
+
+// -----
+
+// Views: two slices of one matmul feed two collectives on stream 1.
+// Before memory is planned each slice writes its own bytes, so each start
+// waits for its slice (two events). Planned, the slices are views of the
+// matmul's bytes: with `replace` the events are made again from the plan,
+// and one event after the matmul orders both starts.
+// CHECK-LABEL: func.func @views
+// CHECK: braid.event_wait
+// CHECK: braid.event_wait
+// REPLACE-LABEL: func.func @views
+// REPLACE: braid.matmul
+// REPLACE-NEXT: %[[E:.*]] = braid.event_record {braid.stream = 0 : i64}
+// REPLACE: braid.event_wait %[[E]] {braid.stream = 1 : i64}
+// REPLACE-NOT: braid.event_wait
+// REPLACE: return
+braid.device_group @tp size 2
+func.func @views(%x: tensor<1x4x16xf32> {braid.input = "x"}) -> (tensor<1x4x16xf32> {braid.output = "y"}) {
+  %w = braid.parameter "w" full [16, 16] : tensor<16x16xf32>
+  %m = braid.matmul %x, %w {transpose_b, braid.stream = 0 : i64} : (tensor<1x4x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16xf32>
+  %a = braid.slice %m offsets [0, 0, 0] sizes [1, 2, 16] {braid.stream = 0 : i64} : tensor<1x4x16xf32> -> tensor<1x2x16xf32>
+  %ha = braid.all_gather_start %a on @tp dim 1 {braid.stream = 1 : i64} : tensor<1x2x16xf32> -> !braid.handle<tensor<1x4x16xf32>>
+  %b = braid.slice %m offsets [0, 2, 0] sizes [1, 2, 16] {braid.stream = 0 : i64} : tensor<1x4x16xf32> -> tensor<1x2x16xf32>
+  %hb = braid.all_gather_start %b on @tp dim 1 {braid.stream = 1 : i64} : tensor<1x2x16xf32> -> !braid.handle<tensor<1x4x16xf32>>
+  %s = braid.silu %x {braid.stream = 0 : i64} : tensor<1x4x16xf32>
+  %ga = braid.wait %ha {braid.stream = 0 : i64} : !braid.handle<tensor<1x4x16xf32>> -> tensor<1x4x16xf32>
+  %gb = braid.wait %hb {braid.stream = 0 : i64} : !braid.handle<tensor<1x4x16xf32>> -> tensor<1x4x16xf32>
+  %t = braid.add %ga, %gb {braid.stream = 0 : i64} : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  %y = braid.add %t, %s {braid.stream = 0 : i64} : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  return %y : tensor<1x4x16xf32>
 }
