@@ -100,24 +100,6 @@ static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
               "' is not a token count (a list of integers, or 'auto')");
     out.push_back(v);
   }
-  // An explicit list decides the prefill lengths; --seq, when given too,
-  // is the longest prompt the plan must serve, so some bucket must hold it.
-  // (The importer refuses an unordered list, so back() is the largest only
-  // for a valid one: compare against the maximum.)
-  if (!out.empty() && seq.getNumOccurrences()) {
-    int64_t largest = *std::max_element(out.begin(), out.end());
-    // A largest bucket below 1 is the importer's to refuse, by name.
-    if (largest >= 1 && seq > largest)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "--seq " + std::to_string(seq.getValue()) +
-              " is longer than the largest --prefill-buckets entry " +
-              std::to_string(largest) +
-              ": a prompt of --seq tokens would "
-              "fit no prefill function (add " +
-              std::to_string(seq.getValue()) +
-              " to the list, or use --prefill-buckets auto)");
-  }
   return out;
 }
 

@@ -153,7 +153,16 @@ llvm::Expected<Layout> computeLayout(const ModelConfig &c,
   if (llvm::Error e = checkIncreasing("--prefill-buckets", "bucket",
                                       o.prefillBuckets, l.maxSeq, "--max-seq"))
     return std::move(e);
-  // After the buckets: without --seq it is the largest of them.
+  // With buckets, --seq is the longest prompt the plan must serve (the
+  // command line makes it the largest bucket when not given), so some
+  // bucket must hold it.
+  if (!o.prefillBuckets.empty() && o.seq > o.prefillBuckets.back())
+    return importError(
+        "--seq " + llvm::Twine(o.seq) +
+        " is longer than the largest --prefill-buckets entry " +
+        llvm::Twine(o.prefillBuckets.back()) +
+        ": a prompt of --seq tokens would fit no prefill function (add " +
+        llvm::Twine(o.seq) + " to the list, or use --prefill-buckets auto)");
   if (o.seq > l.maxSeq)
     return importError("--seq " + llvm::Twine(o.seq) +
                        " exceeds the KV-cache capacity (--max-seq) " +

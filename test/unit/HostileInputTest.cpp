@@ -372,6 +372,31 @@ TEST(HostileConfig, ImporterRefusesPerLayerListsOfAnotherLength) {
   ASSERT_TRUE(bool(resized)) << llvm::toString(resized.takeError());
 }
 
+// With prefill buckets, ImportOptions::seq is the longest prompt the plan
+// must serve: the importer itself refuses one no bucket holds, for callers
+// that fill the options without the command line.
+TEST(HostileConfig, ImporterRefusesASeqLongerThanEveryBucket) {
+  auto config =
+      ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t.json");
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  DialectRegistry registry;
+  ::braid::registerAllDialects(registry);
+  MLIRContext ctx(registry);
+  ::braid::ImportOptions o;
+  o.maxSeq = 16;
+  o.prefillBuckets = {4, 8};
+  o.seq = 9;
+  auto longer = ::braid::importModel(ctx, *config, o);
+  ASSERT_FALSE(bool(longer));
+  EXPECT_NE(llvm::toString(longer.takeError())
+                .find("--seq 9 is longer than the largest --prefill-buckets "
+                      "entry 8"),
+            std::string::npos);
+  o.seq = 8;
+  auto fits = ::braid::importModel(ctx, *config, o);
+  ASSERT_TRUE(bool(fits)) << llvm::toString(fits.takeError());
+}
+
 //===----------------------------------------------------------------------===//
 // Tool input files: size, type and MLIR nesting
 //===----------------------------------------------------------------------===//
