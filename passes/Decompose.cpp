@@ -159,6 +159,7 @@ private:
     joins_.clear();
     joined_.clear();
     splitOver_.clear();
+    exchangedOver_.clear();
     cutCollective_ = false;
     chunkOf_.clear();
     SmallVector<Operation *> old;
@@ -196,6 +197,10 @@ private:
     if (llvm::any_of(terminator_->getOperands(),
                      [&](Value v) { return isSplit(v); }))
       return "an output split along the tokens over a group";
+    if (llvm::any_of(terminator_->getOperands(),
+                     [&](Value v) { return exchangedOver_.count(v) > 0; }))
+      return "an output of an all_to_all that splits and concatenates the "
+             "tokens";
     if (dryRun_)
       return "";
     // Outputs: token values are the chunks concatenated; the rest as
@@ -301,10 +306,13 @@ private:
     }
     // Conservatively refused rather than joined: a collective (the chunks
     // exist to overlap them), an op before any collective was cut (the cut
-    // would hide nothing), and a value split by chunk (its chunks hold
-    // other tokens than the whole value: concatenated, they are not it).
+    // would hide nothing), and a value split or exchanged by chunk (its
+    // chunks hold other tokens than the whole value: concatenated, they
+    // are not it).
     if (isa<CollectiveOpInterface>(op) || !cutCollective_ ||
-        llvm::any_of(op->getOperands(), [&](Value v) { return isSplit(v); }))
+        llvm::any_of(op->getOperands(), [&](Value v) {
+          return isSplit(v) || exchangedOver_.count(v);
+        }))
       return why;
     return runWhole(op, /*resultsJoined=*/true);
   }
@@ -319,7 +327,7 @@ private:
     if (std::string why = splitRefusal(op); !why.empty())
       return why;
     if (auto slice = dyn_cast<SliceOp>(op))
-      return sliceRefusal(slice);
+      return exchangedOver_.count(slice.getInput()) ? "" : sliceRefusal(slice);
     if (auto attention = dyn_cast<AttentionOp>(op))
       return attentionRefusal(attention);
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -340,9 +348,12 @@ private:
           return "a reduce_scatter along the tokens whose chunks do not "
                  "split over the group";
       if (auto exchange = dyn_cast<AllToAllOp>(op)) {
-        if (exchange.getSplitDim() == int64_t(kTokenDim) &&
-            exchange.getConcatDim() == int64_t(kTokenDim))
-          return "an all_to_all that splits and concatenates the tokens";
+        if (exchangesTokens(op) &&
+            cast<RankedTensorType>(exchange.getType()).getDimSize(kTokenDim) /
+                    k_ % groupSize(exchange.getGroupAttr()) !=
+                0)
+          return "an all_to_all exchanging tokens whose chunks do not "
+                 "split over the group";
         if (exchange.getSplitDim() == int64_t(kTokenDim) &&
             !divisible(exchange.getResult()).empty())
           return "an all_to_all splitting the tokens whose chunks do not "
@@ -403,6 +414,22 @@ private:
   /// Why `op` cannot read the split values it reads (or would split again
   /// or gather what is not split); "" if it can.
   std::string splitRefusal(Operation *op) const {
+    // An exchange's result is n pieces, one from each rank: only its first
+    // (rank 0's piece r of the input, of each chunk when cut) is read.
+    for (Value v : op->getOperands()) {
+      Attribute g = exchangedOver_.lookup(v);
+      if (!g)
+        continue;
+      auto slice = dyn_cast<SliceOp>(op);
+      auto t = cast<RankedTensorType>(v.getType());
+      if (!slice || slice.getOffsets()[kTokenDim] != 0 ||
+          slice.getSizes()[kTokenDim] * groupSize(cast<FlatSymbolRefAttr>(g)) !=
+              t.getDimSize(kTokenDim))
+        return ("a '" + op->getName().getStringRef() +
+                "' reading an all_to_all that splits and concatenates the "
+                "tokens other than by its first piece")
+            .str();
+    }
     Attribute group;
     bool split = false, whole = false;
     for (Value v : op->getOperands()) {
@@ -462,6 +489,14 @@ private:
       group = cast<CollectiveOpInterface>(op).getGroupAttr();
     if (gathersTokens(op))
       group = {};
+    if (exchangesTokens(op)) {
+      exchangedOver_[op->getResult(0)] =
+          cast<CollectiveOpInterface>(op).getGroupAttr();
+      return;
+    }
+    if (auto slice = dyn_cast<SliceOp>(op))
+      if (Attribute g = exchangedOver_.lookup(slice.getInput()))
+        group = g;
     if (group)
       for (Value r : op->getResults())
         splitOver_[r] = group;
@@ -476,6 +511,23 @@ private:
       return exchange.getSplitDim() == int64_t(kTokenDim) &&
              exchange.getConcatDim() != int64_t(kTokenDim);
     return false;
+  }
+
+  /// An all_to_all splitting and concatenating the tokens: piece j of its
+  /// result is rank j's piece r (under sequence parallelism, of a value
+  /// every rank holds whole, so the first piece is this rank's shard).
+  static bool exchangesTokens(Operation *op) {
+    auto exchange = dyn_cast<AllToAllOp>(op);
+    return exchange && exchange.getSplitDim() == int64_t(kTokenDim) &&
+           exchange.getConcatDim() == int64_t(kTokenDim);
+  }
+
+  int64_t groupSize(FlatSymbolRefAttr group) const {
+    auto module = func_->getParentOfType<ModuleOp>();
+    for (auto g : module.getOps<DeviceGroupOp>())
+      if (g.getSymName() == group.getValue())
+        return int64_t(g.getSize());
+    return 1;
   }
 
   /// An all_gather along the tokens, or an all_to_all concatenating them
@@ -572,14 +624,16 @@ private:
     auto t = cast<RankedTensorType>(in.getType());
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
     int64_t c = t.getDimSize(kTokenDim) / k_;
-    if (takesAllTokens(slice)) {
+    // The first piece of an exchange: per chunk, its first piece.
+    bool firstPiece = exchangedOver_.count(in) > 0;
+    if (takesAllTokens(slice) || firstPiece) {
       recordSplit(slice);
       if (dryRun_) {
         tokens_[slice.getResult()] = {};
         return "";
       }
       SmallVector<int64_t> chunkSizes(sizes);
-      chunkSizes[kTokenDim] = c;
+      chunkSizes[kTokenDim] = sizes[kTokenDim] / k_;
       for (int i = 0; i < k_; ++i) {
         ChunkScope scope(chunk_, i);
         tokens_[slice.getResult()].push_back(
@@ -680,6 +734,8 @@ private:
   llvm::DenseSet<Value> joined_; // whole values computed from joined chunks
   bool cutCollective_ = false;   // a collective runs once per chunk
   llvm::DenseMap<Value, Attribute> splitOver_; // split token value -> group
+  /// all_to_all results that split and concatenate the tokens -> group.
+  llvm::DenseMap<Value, Attribute> exchangedOver_;
   int chunk_ = -1;                            // the chunk being created
   llvm::DenseMap<Operation *, int> chunkOf_;  // created op -> its chunk
 };

@@ -197,7 +197,8 @@ func.func @split_gathered(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<
 // each rank whole chunks of its head shard (the attention runs per chunk,
 // threading the cache); one splitting them after the attention splits
 // each chunk again. An all_to_all that would gather tokens no collective
-// split, or that splits and concatenates the tokens, is refused.
+// split, or whose exchange of the tokens (split and concatenated along
+// them) is returned, is refused.
 // CHECK-LABEL: func.func @ulysses
 // CHECK-COUNT-2: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 2 concat 1 {{.*}}: tensor<1x2x4x4xf32> -> {{.*}}tensor<1x4x2x4xf32>
 // CHECK: braid.attention
@@ -205,7 +206,7 @@ func.func @split_gathered(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<
 // CHECK: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 1 concat 2 {{.*}}: tensor<1x4x2x4xf32> -> {{.*}}tensor<1x2x4x4xf32>
 // FORCED: remark: braid-decompose: 2 chunks
 // FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_to_all gathering the tokens of a value not split along them
-// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_to_all that splits and concatenates the tokens
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all that splits and concatenates the tokens
 braid.device_group @tp size 2
 func.func @ulysses(%x: tensor<1x8x4x4xf32> {braid.input = "x"}, %pos: tensor<1x8xi32> {braid.input = "positions"}, %kc: tensor<1x16x2x4xf32> {braid.state = "k"}, %vc: tensor<1x16x2x4xf32> {braid.state = "v"}) -> (tensor<1x8x4x4xf32> {braid.output = "y"}, tensor<1x16x2x4xf32> {braid.state = "k"}, tensor<1x16x2x4xf32> {braid.state = "v"}) {
   %p0 = braid.slice %pos offsets [0, 0] sizes [1, 1] : tensor<1x8xi32> -> tensor<1x1xi32>
@@ -262,4 +263,37 @@ func.func @reduce_split(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1
   %a = braid.all_reduce sum %s on @tp : tensor<1x4x16xf32> -> tensor<1x4x16xf32>
   %y = braid.all_gather %a on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
   return %y : tensor<1x8x16xf32>
+}
+
+// -----
+
+// GPT-2 under sequence parallelism takes its rank's rows of the learned
+// position embedding (every rank holds it whole) through an all_to_all
+// that splits and concatenates the tokens, then the first piece: rank 0's
+// piece r, so piece r. Cut, each chunk does the same and gets piece r of
+// the chunk, split like the reduce_scatter's result it is added to. Any
+// other read of the exchange is refused.
+// CHECK-LABEL: func.func @exchange_first_piece
+// CHECK-COUNT-2: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 1 concat 1 {{.*}}: tensor<1x4x8xf32> -> {{.*}}tensor<1x4x8xf32>
+// CHECK-COUNT-2: braid.slice %{{.*}} offsets [0, 0, 0] sizes [1, 2, 8] : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+// FORCED: remark: braid-decompose: 2 chunks
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.silu' reading an all_to_all that splits and concatenates the tokens other than by its first piece
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all that splits and concatenates the tokens
+braid.device_group @tp size 2
+func.func @exchange_first_piece(%x: tensor<1x8x8xf32> {braid.input = "x"}, %p: tensor<1x8x8xf32> {braid.input = "p"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x8xf32> -> tensor<1x4x8xf32>
+  %e = braid.all_to_all %p on @tp split 1 concat 1 : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %mine = braid.slice %e offsets [0, 0, 0] sizes [1, 4, 8] : tensor<1x8x8xf32> -> tensor<1x4x8xf32>
+  %h = braid.add %s, %mine : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %y = braid.all_gather %h on @tp dim 1 : tensor<1x4x8xf32> -> tensor<1x8x8xf32>
+  return %y : tensor<1x8x8xf32>
+}
+func.func @exchange_read_whole(%x: tensor<1x8x8xf32> {braid.input = "x"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
+  %e = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %y = braid.silu %e : tensor<1x8x8xf32>
+  return %y : tensor<1x8x8xf32>
+}
+func.func @exchange_returned(%x: tensor<1x8x8xf32> {braid.input = "x"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
+  %e = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  return %e : tensor<1x8x8xf32>
 }

@@ -183,6 +183,42 @@ TEST(DecomposeDifferential, UlyssesExchangesGatherAndSplitChunks) {
   expectSameAnswer(kUlyssesExchange, 2);
 }
 
+// GPT-2's positions under sequence parallelism: this rank's rows of a
+// tensor through an all_to_all that splits and concatenates the tokens,
+// then its first piece (rank 0's piece r; the input differs by rank here,
+// so the piece's origin shows).
+const char *kExchangeFirstPiece = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+  %e = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %mine = braid.slice %e offsets [0, 0, 0] sizes [1, 4, 16] : tensor<1x8x16xf32> -> tensor<1x4x16xf32>
+  %h = braid.mul %s, %mine : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  %y = braid.all_gather %h on @tp dim 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}
+)mlir";
+
+TEST(DecomposeDifferential, AnExchangesFirstPieceIsSplit) {
+  expectSameAnswer(kExchangeFirstPiece, 2);
+}
+
+// The whole exchange read after a collective was cut: joined, its chunks
+// would be pieces of chunks, not of the whole. Refused.
+const char *kExchangeReadWhole = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %a = braid.all_reduce sum %x on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %e = braid.all_to_all %a on @tp split 1 concat 1 : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %y = braid.silu %e : tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}
+)mlir";
+
+TEST(DecomposeDifferential, AnExchangeIsNeverJoined) {
+  expectSameAnswer(kExchangeReadWhole, 1);
+}
+
 // The split value itself returned, or its last token taken: cut, rank 0
 // would hold tokens 0, 1, 4, 5 instead of 0 to 3. The function stays
 // whole.
