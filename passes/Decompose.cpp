@@ -376,10 +376,29 @@ private:
     // token values; a matmul with transpose_a contracts over its rows.
     if (auto matmul = dyn_cast<MatmulOp>(op)) {
       if (isToken(matmul.getB()))
-        return "a matmul of two token values";
+        return "a matmul whose b is a token value";
+      auto a = cast<RankedTensorType>(matmul.getA().getType());
+      // Tokens in a's batch dims: rank >= 3; [T, K] would cut K. Then b
+      // is shared: unbatched, or batched over a's leading batch dim only.
+      if (!isToken(matmul.getA()) || a.getRank() < 3)
+        return "a matmul whose a holds the tokens in its rows or "
+               "contraction";
       if (matmul.getTransposeA())
         return "a matmul contracting over the tokens (transpose_a)";
+      if (a.getRank() > 3 &&
+          cast<RankedTensorType>(matmul.getB().getType()).getRank() > 2)
+        return "a batched matmul whose b has the tokens' batch dim";
     }
+    // Broadcasting aligns trailing dims: a token operand of lower rank
+    // than the result would line its tokens up with another dim.
+    if (isa<AddOp, MulOp>(op))
+      for (Value v : op->getOperands())
+        if (isToken(v) &&
+            cast<RankedTensorType>(v.getType()).getRank() !=
+                cast<RankedTensorType>(op->getResult(0).getType()).getRank())
+          return ("a '" + op->getName().getStringRef() +
+                  "' broadcasting a token value of lower rank")
+              .str();
     if (auto embedding = dyn_cast<EmbeddingOp>(op))
       if (isToken(embedding.getTable()))
         return "an embedding whose table is a token value";
@@ -678,10 +697,25 @@ private:
         !isToken(attention.getK()) || !isToken(attention.getV()) ||
         isToken(attention.getKCache()) || isToken(attention.getVCache()))
       return "an attention without a KV cache, or over token caches";
+    // Without the mask a query reads keys of later chunks.
+    if (!attention.getCausal())
+      return "a non-causal attention";
+    // Chunk c writes its keys at the position of its first token, the
+    // whole op at the first token's + c * (tokens per chunk): the same
+    // only for consecutive positions, which the `positions` input holds
+    // by contract (braid-run passes each sequence's 0, 1, 2, ... from its
+    // start).
     SliceOp first = firstTokenSlice(attention);
-    if (!first || !isToken(first.getInput()) ||
-        first.getOffsets()[kTokenDim] != 0 || first.getSizes()[kTokenDim] != 1)
-      return "an attention position that is not the first token's";
+    auto input = first ? dyn_cast<BlockArgument>(first.getInput()) : nullptr;
+    func::FuncOp func = func_;
+    auto name = input ? func.getArgAttrOfType<StringAttr>(input.getArgNumber(),
+                                                          "braid.input")
+                      : StringAttr();
+    if (!first || !isToken(first.getInput()) || !name ||
+        name.getValue() != "positions" || first.getOffsets()[kTokenDim] != 0 ||
+        first.getSizes()[kTokenDim] != 1)
+      return "an attention position that is not the first token's of the "
+             "positions input";
     return "";
   }
 

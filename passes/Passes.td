@@ -478,11 +478,14 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     other forms are erased. Candidates are priced on their own copies, in
     parallel where the MLIR context has threads. Refused, with the reason in the `report` remark: before
     any collective was cut (after one, they join the chunks), an
-    attention without a KV cache, a softmax or concat along the tokens, a
-    slice of tokens across chunks, a reshape that moves the tokens, an op
-    reading a token value and a whole activation, a matmul of two token
-    values or over the tokens, an embedding whose table is a token value,
-    a rope whose positions are not token values; a split value returned,
+    attention without a KV cache, non-causal, or not positioned at the
+    first token of the `positions` input (consecutive positions by
+    contract), a softmax or concat along the tokens, a slice of tokens
+    across chunks, a reshape that moves the tokens, an op reading a token
+    value and a whole activation, an add or mul broadcasting a token value
+    of lower rank, a matmul whose operands hold the tokens other than in
+    a's batch dims, an embedding whose table is a token value, a rope
+    whose positions are not token values; a split value returned,
     sliced along the tokens, read by an attention or beside a whole one,
     or combined by another collective; a gather of tokens not split; an
     all_to_all that splits and concatenates the tokens read other than by

@@ -297,3 +297,38 @@ func.func @exchange_returned(%x: tensor<1x8x8xf32> {braid.input = "x"}) -> (tens
   %e = braid.all_to_all %x on @tp split 1 concat 1 : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
   return %e : tensor<1x8x8xf32>
 }
+
+// -----
+
+// Refused (before any collective is cut; after one they join): a
+// non-causal attention over a cache (a query would read keys of later
+// chunks); an attention whose position is not the first token of the
+// `positions` input (chunk c writes at that value's token c*T/k, the whole
+// op at its first token + c*T/k: equal only for consecutive positions); a
+// token value broadcast from a lower rank (its tokens line up with another
+// dim); a matmul whose a holds the tokens in its rows.
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a non-causal attention
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an attention position that is not the first token's of the positions input
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.add' broadcasting a token value of lower rank
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a matmul whose a holds the tokens in its rows or contraction
+func.func @non_causal(%q: tensor<1x4x1x4xf32> {braid.input = "q"}, %pos: tensor<1x4xi32> {braid.input = "positions"}, %kc: tensor<1x16x1x4xf32> {braid.state = "k"}, %vc: tensor<1x16x1x4xf32> {braid.state = "v"}) -> (tensor<1x4x1x4xf32> {braid.output = "o"}, tensor<1x16x1x4xf32> {braid.state = "k"}, tensor<1x16x1x4xf32> {braid.state = "v"}) {
+  %p0 = braid.slice %pos offsets [0, 0] sizes [1, 1] : tensor<1x4xi32> -> tensor<1x1xi32>
+  %p = braid.reshape %p0 : tensor<1x1xi32> -> tensor<1xi32>
+  %o, %k2, %v2 = braid.attention %q, %q, %q cache(%kc, %vc) at %p {head_dim = 4 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64} : (tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1xi32>) -> (tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>)
+  return %o, %k2, %v2 : tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>
+}
+func.func @position_from_ids(%q: tensor<1x4x1x4xf32> {braid.input = "q"}, %ids: tensor<1x4xi32> {braid.input = "input_ids"}, %kc: tensor<1x16x1x4xf32> {braid.state = "k"}, %vc: tensor<1x16x1x4xf32> {braid.state = "v"}) -> (tensor<1x4x1x4xf32> {braid.output = "o"}, tensor<1x16x1x4xf32> {braid.state = "k"}, tensor<1x16x1x4xf32> {braid.state = "v"}) {
+  %p0 = braid.slice %ids offsets [0, 0] sizes [1, 1] : tensor<1x4xi32> -> tensor<1x1xi32>
+  %p = braid.reshape %p0 : tensor<1x1xi32> -> tensor<1xi32>
+  %o, %k2, %v2 = braid.attention %q, %q, %q cache(%kc, %vc) at %p {causal, head_dim = 4 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64} : (tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1xi32>) -> (tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>)
+  return %o, %k2, %v2 : tensor<1x4x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>
+}
+func.func @lower_rank_token(%a: tensor<1x8x8xf32> {braid.input = "a"}, %m: tensor<1x8xf32> {braid.input = "m"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
+  %y = braid.add %a, %m : (tensor<1x8x8xf32>, tensor<1x8xf32>) -> tensor<1x8x8xf32>
+  return %y : tensor<1x8x8xf32>
+}
+func.func @rows_are_tokens(%a: tensor<1x8xf32> {braid.input = "a"}, %z: tensor<1x8xf32> {braid.input = "z"}) -> (tensor<1x4xf32> {braid.output = "y"}) {
+  %w = braid.parameter "w" full [4, 8] : tensor<4x8xf32>
+  %y = braid.matmul %a, %w {transpose_b} : (tensor<1x8xf32>, tensor<4x8xf32>) -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}
