@@ -139,6 +139,23 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// `text` into `pm`, which runs on the module: a pipeline anchored on it
+/// (`builtin.module(a,b)`, as braid-opt takes it) is its passes, not a
+/// pipeline nested on modules inside it (there are none: it would run
+/// nothing); a bare list (`a,b`) is taken as it is.
+static mlir::LogicalResult parseModulePipeline(llvm::StringRef text,
+                                               mlir::PassManager &pm) {
+  llvm::StringRef inner = text.trim();
+  if (inner.consume_front("builtin.module")) {
+    inner = inner.ltrim();
+    if (!inner.consume_front("(") || !inner.consume_back(")"))
+      return mlir::failure();
+  } else {
+    inner = text;
+  }
+  return mlir::parsePassPipeline(inner, pm, llvm::errs());
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   braid::registerAllPasses();
@@ -205,8 +222,7 @@ int main(int argc, char **argv) {
     braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
-  } else if (mlir::failed(
-                 mlir::parsePassPipeline(passPipeline, pm, llvm::errs()))) {
+  } else if (mlir::failed(parseModulePipeline(passPipeline, pm))) {
     return fail("cannot parse --pass-pipeline '" + passPipeline + "'");
   }
   // The serial reference of --report: the same pipeline, unscheduled, on
