@@ -347,53 +347,59 @@ TEST(HostileConfig, ImportOptionsAndProductsAreBounded) {
   ASSERT_TRUE(bool(fine)) << llvm::toString(fine.takeError());
 }
 
+namespace {
+/// The tiny LLaMA's config and a context to import it into.
+class TinyImport : public testing::Test {
+protected:
+  void SetUp() override {
+    ::braid::registerAllDialects(registry);
+    ctx.appendDialectRegistry(registry);
+    auto parsed =
+        ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t.json");
+    ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+    config = std::move(*parsed);
+  }
+  DialectRegistry registry;
+  MLIRContext ctx;
+  ::braid::ModelConfig config;
+};
+} // namespace
+
 // A caller that changes numLayers after loading must resize the per-layer
 // lists: the importer says so instead of reading past them.
-TEST(HostileConfig, ImporterRefusesPerLayerListsOfAnotherLength) {
-  auto config =
-      ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t.json");
-  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  DialectRegistry registry;
-  ::braid::registerAllDialects(registry);
-  MLIRContext ctx(registry);
+TEST_F(TinyImport, ImporterRefusesPerLayerListsOfAnotherLength) {
   ::braid::ImportOptions o;
   o.seq = 4;
   o.maxSeq = 8;
-  int64_t layers = config->numLayers;
-  config->numLayers = layers * 4;
-  auto longer = ::braid::importModel(ctx, *config, o);
+  int64_t layers = config.numLayers;
+  config.numLayers = layers * 4;
+  auto longer = ::braid::importModel(ctx, config, o);
   ASSERT_FALSE(bool(longer));
   EXPECT_EQ(llvm::toString(longer.takeError()),
             "internal error: the config has " + std::to_string(layers) +
                 " per-layer attention windows for " +
                 std::to_string(layers * 4) + " layers");
-  config->layerWindow.assign(size_t(layers * 4), 0);
-  auto resized = ::braid::importModel(ctx, *config, o);
+  config.layerWindow.assign(size_t(layers * 4), 0);
+  auto resized = ::braid::importModel(ctx, config, o);
   ASSERT_TRUE(bool(resized)) << llvm::toString(resized.takeError());
 }
 
 // With prefill buckets, ImportOptions::seq is the longest prompt the plan
 // must serve: the importer itself refuses one no bucket holds, for callers
 // that fill the options without the command line.
-TEST(HostileConfig, ImporterRefusesASeqLongerThanEveryBucket) {
-  auto config =
-      ::braid::parseModelConfig(::braid::tinyLlamaConfigJson(), "t.json");
-  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  DialectRegistry registry;
-  ::braid::registerAllDialects(registry);
-  MLIRContext ctx(registry);
+TEST_F(TinyImport, ImporterRefusesASeqLongerThanEveryBucket) {
   ::braid::ImportOptions o;
   o.maxSeq = 16;
   o.prefillBuckets = {4, 8};
   o.seq = 9;
-  auto longer = ::braid::importModel(ctx, *config, o);
+  auto longer = ::braid::importModel(ctx, config, o);
   ASSERT_FALSE(bool(longer));
   EXPECT_NE(llvm::toString(longer.takeError())
                 .find("--seq 9 is longer than the largest --prefill-buckets "
                       "entry 8"),
             std::string::npos);
   o.seq = 8;
-  auto fits = ::braid::importModel(ctx, *config, o);
+  auto fits = ::braid::importModel(ctx, config, o);
   ASSERT_TRUE(bool(fits)) << llvm::toString(fits.takeError());
 }
 
