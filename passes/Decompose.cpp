@@ -160,6 +160,7 @@ private:
     joined_.clear();
     splitOver_.clear();
     exchangedOver_.clear();
+    exchangeSplits_.clear();
     cutCollective_ = false;
     chunkOf_.clear();
     SmallVector<Operation *> old;
@@ -199,8 +200,8 @@ private:
       return "an output split along the tokens over a group";
     if (llvm::any_of(terminator_->getOperands(),
                      [&](Value v) { return exchangedOver_.count(v) > 0; }))
-      return "an output of an all_to_all that splits and concatenates the "
-             "tokens";
+      return "an output of an all_to_all concatenating tokens from every "
+             "rank";
     if (dryRun_)
       return "";
     // Outputs: token values are the chunks concatenated; the rest as
@@ -433,8 +434,8 @@ private:
   /// Why `op` cannot read the split values it reads (or would split again
   /// or gather what is not split); "" if it can.
   std::string splitRefusal(Operation *op) const {
-    // An exchange's result is n pieces, one from each rank: only its first
-    // (rank 0's piece r of the input, of each chunk when cut) is read.
+    // An exchange's result is n pieces along the tokens, one from each
+    // rank: only its first (rank 0's, of each chunk when cut) is read.
     for (Value v : op->getOperands()) {
       Attribute g = exchangedOver_.lookup(v);
       if (!g)
@@ -445,8 +446,8 @@ private:
           slice.getSizes()[kTokenDim] * groupSize(cast<FlatSymbolRefAttr>(g)) !=
               t.getDimSize(kTokenDim))
         return ("a '" + op->getName().getStringRef() +
-                "' reading an all_to_all that splits and concatenates the "
-                "tokens other than by its first piece")
+                "' reading an all_to_all concatenating tokens from every rank "
+                "other than by its first piece")
             .str();
     }
     Attribute group;
@@ -466,6 +467,10 @@ private:
     if (gathersTokens(op)) {
       std::string what = op->getName().stripDialect().str() +
                          (isa<AllGatherOp>(op) ? " along" : " gathering");
+      // An all_to_all of whole tokens is an exchange (its first piece is
+      // rank 0's chunk: plain TP's heads on whole weights under Ulysses).
+      if (!split && isa<AllToAllOp>(op))
+        return "";
       if (!split)
         return "an " + what + " the tokens of a value not split along them";
       if (group != cast<CollectiveOpInterface>(op).getGroupAttr())
@@ -504,18 +509,23 @@ private:
     for (Value v : op->getOperands())
       if (Attribute g = splitOver_.lookup(v))
         group = g;
+    bool exchange = exchangesTokens(op) ||
+                    (gathersTokens(op) && isa<AllToAllOp>(op) && !group);
+    if (exchange) {
+      exchangedOver_[op->getResult(0)] =
+          cast<CollectiveOpInterface>(op).getGroupAttr();
+      if (exchangesTokens(op))
+        exchangeSplits_.insert(op->getResult(0));
+      return;
+    }
     if (splitsTokens(op))
       group = cast<CollectiveOpInterface>(op).getGroupAttr();
     if (gathersTokens(op))
       group = {};
-    if (exchangesTokens(op)) {
-      exchangedOver_[op->getResult(0)] =
-          cast<CollectiveOpInterface>(op).getGroupAttr();
-      return;
-    }
+    // An exchange's first piece: split when the exchange split the tokens.
     if (auto slice = dyn_cast<SliceOp>(op))
-      if (Attribute g = exchangedOver_.lookup(slice.getInput()))
-        group = g;
+      if (exchangeSplits_.contains(slice.getInput()))
+        group = exchangedOver_.lookup(slice.getInput());
     if (group)
       for (Value r : op->getResults())
         splitOver_[r] = group;
@@ -535,6 +545,9 @@ private:
   /// An all_to_all splitting and concatenating the tokens: piece j of its
   /// result is rank j's piece r (under sequence parallelism, of a value
   /// every rank holds whole, so the first piece is this rank's shard).
+  /// Its first piece is split; an all_to_all concatenating whole tokens
+  /// (and splitting another dim) is an exchange too, whose first piece is
+  /// rank 0's whole chunk.
   static bool exchangesTokens(Operation *op) {
     auto exchange = dyn_cast<AllToAllOp>(op);
     return exchange && exchange.getSplitDim() == int64_t(kTokenDim) &&
@@ -770,6 +783,7 @@ private:
   llvm::DenseMap<Value, Attribute> splitOver_; // split token value -> group
   /// all_to_all results that split and concatenate the tokens -> group.
   llvm::DenseMap<Value, Attribute> exchangedOver_;
+  llvm::DenseSet<Value> exchangeSplits_; // exchanges whose first piece is split
   int chunk_ = -1;                            // the chunk being created
   llvm::DenseMap<Operation *, int> chunkOf_;  // created op -> its chunk
 };

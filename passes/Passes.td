@@ -487,10 +487,12 @@ def BraidDecomposePass : Pass<"braid-decompose", "::mlir::ModuleOp"> {
     a's batch dims, an embedding whose table is a token value, a rope
     whose positions are not token values; a split value returned,
     sliced along the tokens, read by an attention or beside a whole one,
-    or combined by another collective; a gather of tokens not split; an
-    all_to_all that splits and concatenates the tokens read other than by
-    a slice of its first piece (GPT-2's positions under sequence
-    parallelism, cut per chunk), broadcasts and point-to-point ops. Every
+    or combined by another collective; an all_gather of tokens not split;
+    an all_to_all concatenating tokens from every rank (splitting the
+    tokens too, or another dim of whole tokens) read other than by a slice
+    of its first piece (GPT-2's positions under sequence parallelism and
+    Ulysses' whole-weight heads are cut per chunk that way); broadcasts
+    and point-to-point ops. Every
     chunked op computes what the whole op did for those tokens, so the
     result is the same bit for bit.
   }];

@@ -196,17 +196,17 @@ func.func @split_gathered(%x: tensor<1x8x4xf32> {braid.input = "x"}) -> (tensor<
 // Ulysses: an all_to_all concatenating the tokens of a split value gives
 // each rank whole chunks of its head shard (the attention runs per chunk,
 // threading the cache); one splitting them after the attention splits
-// each chunk again. An all_to_all that would gather tokens no collective
-// split, or whose exchange of the tokens (split and concatenated along
-// them) is returned, is refused.
+// each chunk again. An all_to_all concatenating whole tokens, or
+// splitting and concatenating them, is an exchange: only its first piece
+// may be read, and returning it is refused.
 // CHECK-LABEL: func.func @ulysses
 // CHECK-COUNT-2: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 2 concat 1 {{.*}}: tensor<1x2x4x4xf32> -> {{.*}}tensor<1x4x2x4xf32>
 // CHECK: braid.attention
 // CHECK: braid.attention
 // CHECK: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 1 concat 2 {{.*}}: tensor<1x4x2x4xf32> -> {{.*}}tensor<1x2x4x4xf32>
 // FORCED: remark: braid-decompose: 2 chunks
-// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an all_to_all gathering the tokens of a value not split along them
-// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all that splits and concatenates the tokens
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all concatenating tokens from every rank
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all concatenating tokens from every rank
 braid.device_group @tp size 2
 func.func @ulysses(%x: tensor<1x8x4x4xf32> {braid.input = "x"}, %pos: tensor<1x8xi32> {braid.input = "positions"}, %kc: tensor<1x16x2x4xf32> {braid.state = "k"}, %vc: tensor<1x16x2x4xf32> {braid.state = "v"}) -> (tensor<1x8x4x4xf32> {braid.output = "y"}, tensor<1x16x2x4xf32> {braid.state = "k"}, tensor<1x16x2x4xf32> {braid.state = "v"}) {
   %p0 = braid.slice %pos offsets [0, 0] sizes [1, 1] : tensor<1x8xi32> -> tensor<1x1xi32>
@@ -277,8 +277,8 @@ func.func @reduce_split(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1
 // CHECK-COUNT-2: braid.all_to_all{{(_start)?}} %{{.*}} on @tp split 1 concat 1 {{.*}}: tensor<1x4x8xf32> -> {{.*}}tensor<1x4x8xf32>
 // CHECK-COUNT-2: braid.slice %{{.*}} offsets [0, 0, 0] sizes [1, 2, 8] : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
 // FORCED: remark: braid-decompose: 2 chunks
-// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.silu' reading an all_to_all that splits and concatenates the tokens other than by its first piece
-// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all that splits and concatenates the tokens
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: a 'braid.silu' reading an all_to_all concatenating tokens from every rank other than by its first piece
+// FORCED: remark: braid-decompose: 1 chunk; k=2 refused: an output of an all_to_all concatenating tokens from every rank
 braid.device_group @tp size 2
 func.func @exchange_first_piece(%x: tensor<1x8x8xf32> {braid.input = "x"}, %p: tensor<1x8x8xf32> {braid.input = "p"}) -> (tensor<1x8x8xf32> {braid.output = "y"}) {
   %s = braid.reduce_scatter sum %x on @tp dim 1 : tensor<1x8x8xf32> -> tensor<1x4x8xf32>

@@ -203,6 +203,28 @@ TEST(DecomposeDifferential, AnExchangesFirstPieceIsSplit) {
   expectSameAnswer(kExchangeFirstPiece, 2);
 }
 
+// Ulysses' plain-TP form on whole weights: every rank's heads of whole
+// tokens through an all_to_all concatenating the tokens, first piece kept
+// (rank 0's chunk, this rank's heads); gathered back along the heads.
+const char *kWholeTokenExchange = R"mlir(
+braid.device_group @tp size 2
+func.func @f(%x: tensor<1x8x16xf32> {braid.input = "x"}) -> (tensor<1x8x16xf32> {braid.output = "y"}) {
+  %a = braid.all_reduce sum %x on @tp : tensor<1x8x16xf32> -> tensor<1x8x16xf32>
+  %h = braid.reshape %x : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
+  %e = braid.all_to_all %h on @tp split 2 concat 1 : tensor<1x8x4x4xf32> -> tensor<1x16x2x4xf32>
+  %mine = braid.slice %e offsets [0, 0, 0, 0] sizes [1, 8, 2, 4] : tensor<1x16x2x4xf32> -> tensor<1x8x2x4xf32>
+  %s = braid.silu %mine : tensor<1x8x2x4xf32>
+  %g = braid.all_gather %s on @tp dim 2 : tensor<1x8x2x4xf32> -> tensor<1x8x4x4xf32>
+  %m = braid.reshape %g : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>
+  %y = braid.add %m, %a : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return %y : tensor<1x8x16xf32>
+}
+)mlir";
+
+TEST(DecomposeDifferential, AnExchangeOfWholeTokensKeepsRankZerosChunk) {
+  expectSameAnswer(kWholeTokenExchange, 2);
+}
+
 // The whole exchange read after a collective was cut: joined, its chunks
 // would be pieces of chunks, not of the whole. Refused.
 const char *kExchangeReadWhole = R"mlir(
