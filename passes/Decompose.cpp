@@ -199,7 +199,7 @@ private:
                      [&](Value v) { return isSplit(v); }))
       return "an output split along the tokens over a group";
     if (llvm::any_of(terminator_->getOperands(),
-                     [&](Value v) { return exchangedOver_.count(v) > 0; }))
+                     [&](Value v) { return isExchanged(v); }))
       return "an output of an all_to_all concatenating tokens from every "
              "rank";
     if (dryRun_)
@@ -311,9 +311,8 @@ private:
     // chunks hold other tokens than the whole value: concatenated, they
     // are not it).
     if (isa<CollectiveOpInterface>(op) || !cutCollective_ ||
-        llvm::any_of(op->getOperands(), [&](Value v) {
-          return isSplit(v) || exchangedOver_.count(v);
-        }))
+        llvm::any_of(op->getOperands(),
+                     [&](Value v) { return isSplit(v) || isExchanged(v); }))
       return why;
     return runWhole(op, /*resultsJoined=*/true);
   }
@@ -328,7 +327,7 @@ private:
     if (std::string why = splitRefusal(op); !why.empty())
       return why;
     if (auto slice = dyn_cast<SliceOp>(op))
-      return exchangedOver_.count(slice.getInput()) ? "" : sliceRefusal(slice);
+      return isExchanged(slice.getInput()) ? "" : sliceRefusal(slice);
     if (auto attention = dyn_cast<AttentionOp>(op))
       return attentionRefusal(attention);
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -430,6 +429,7 @@ private:
   /// all_gather along the tokens over that group makes each chunk whole
   /// again; the result is then what the whole function computes.
   bool isSplit(Value v) const { return splitOver_.count(v) > 0; }
+  bool isExchanged(Value v) const { return exchangedOver_.count(v) > 0; }
 
   /// Why `op` cannot read the split values it reads (or would split again
   /// or gather what is not split); "" if it can.
@@ -544,10 +544,9 @@ private:
 
   /// An all_to_all splitting and concatenating the tokens: piece j of its
   /// result is rank j's piece r (under sequence parallelism, of a value
-  /// every rank holds whole, so the first piece is this rank's shard).
-  /// Its first piece is split; an all_to_all concatenating whole tokens
-  /// (and splitting another dim) is an exchange too, whose first piece is
-  /// rank 0's whole chunk.
+  /// every rank holds whole, so the first piece is this rank's shard), and
+  /// its first piece is split. (recordSplit also makes an exchange of an
+  /// all_to_all gathering whole tokens: its first piece is rank 0's chunk.)
   static bool exchangesTokens(Operation *op) {
     auto exchange = dyn_cast<AllToAllOp>(op);
     return exchange && exchange.getSplitDim() == int64_t(kTokenDim) &&
@@ -555,11 +554,9 @@ private:
   }
 
   int64_t groupSize(FlatSymbolRefAttr group) const {
-    auto module = func_->getParentOfType<ModuleOp>();
-    for (auto g : module.getOps<DeviceGroupOp>())
-      if (g.getSymName() == group.getValue())
-        return int64_t(g.getSize());
-    return 1;
+    func::FuncOp func = func_;
+    auto g = SymbolTable::lookupNearestSymbolFrom<DeviceGroupOp>(func, group);
+    return g ? int64_t(g.getSize()) : 1;
   }
 
   /// An all_gather along the tokens, or an all_to_all concatenating them
@@ -657,7 +654,7 @@ private:
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
     int64_t c = t.getDimSize(kTokenDim) / k_;
     // The first piece of an exchange: per chunk, its first piece.
-    bool firstPiece = exchangedOver_.count(in) > 0;
+    bool firstPiece = isExchanged(in);
     if (takesAllTokens(slice) || firstPiece) {
       recordSplit(slice);
       if (dryRun_) {

@@ -10,15 +10,11 @@
 // all_gather (or the all_to_all back) makes them whole.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/InitAll.h"
-#include "passes/Passes.h"
+#include "test/unit/CompileIR.h"
+
 #include "runtime/Interpreter.h"
-#include "translate/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -37,15 +33,8 @@ struct Compiled {
 /// `ir` with plan memory and a verified schedule; with `decompose`, first
 /// cut into 2 chunks and scheduled.
 Compiled compile(const char *ir, bool decompose) {
-  DialectRegistry registry;
-  ::braid::registerAllDialects(registry);
-  MLIRContext ctx(registry);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(ir, &ctx);
-  EXPECT_TRUE(module);
-  if (!module)
-    return {};
-  PassManager pm(&ctx);
-  if (decompose) {
+  Compiled out;
+  auto cut = [](PassManager &pm) {
     mlir::braid::BraidDecomposePassOptions chunks;
     chunks.chunks = "2";
     pm.addPass(mlir::braid::createBraidDecomposePass(chunks));
@@ -54,20 +43,16 @@ Compiled compile(const char *ir, bool decompose) {
     pm.addPass(mlir::braid::createBraidSchedulePass(schedule));
     pm.addPass(mlir::braid::createBraidAssignStreamsPass());
     pm.addPass(mlir::braid::createBraidInsertEventsPass());
-  }
-  pm.addPass(mlir::braid::createBraidPlanMemoryPass());
-  pm.addPass(mlir::braid::createBraidVerifySchedulePass());
-  EXPECT_TRUE(succeeded(pm.run(*module)));
-  Compiled out;
-  auto f = module->lookupSymbol<func::FuncOp>("f");
-  EXPECT_TRUE(f);
-  if (auto k = f ? f->getAttrOfType<IntegerAttr>("braid.token_chunks")
-                 : IntegerAttr())
-    out.chunks = k.getInt();
-  auto bytes = ::braid::exportPlan(*module);
-  EXPECT_TRUE(succeeded(bytes));
-  if (succeeded(bytes))
-    out.plan = *bytes;
+  };
+  out.plan = ::braid::test::compileIR(
+      ir, decompose ? llvm::function_ref<void(PassManager &)>(cut) : nullptr,
+      [&](ModuleOp module) {
+        auto f = module.lookupSymbol<func::FuncOp>("f");
+        EXPECT_TRUE(f);
+        if (auto k = f ? f->getAttrOfType<IntegerAttr>("braid.token_chunks")
+                       : IntegerAttr())
+          out.chunks = k.getInt();
+      });
   return out;
 }
 

@@ -7,14 +7,9 @@
 // swapped must swap (copy-back is one simultaneous assignment).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/InitAll.h"
-#include "passes/Passes.h"
-#include "runtime/Interpreter.h"
-#include "translate/PlanExport.h"
+#include "test/unit/CompileIR.h"
 
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
+#include "runtime/Interpreter.h"
 
 #include <gtest/gtest.h>
 
@@ -25,23 +20,7 @@ namespace rt = ::braid::rt;
 
 namespace {
 
-/// Parses `ir`, plans memory, verifies the schedule and exports the plan.
-std::vector<uint8_t> compile(const char *ir) {
-  DialectRegistry registry;
-  ::braid::registerAllDialects(registry);
-  MLIRContext ctx(registry);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(ir, &ctx);
-  EXPECT_TRUE(module);
-  if (!module)
-    return {};
-  PassManager pm(&ctx);
-  pm.addPass(mlir::braid::createBraidPlanMemoryPass());
-  pm.addPass(mlir::braid::createBraidVerifySchedulePass());
-  EXPECT_TRUE(succeeded(pm.run(*module)));
-  auto bytes = ::braid::exportPlan(*module);
-  EXPECT_TRUE(succeeded(bytes));
-  return succeeded(bytes) ? *bytes : std::vector<uint8_t>{};
-}
+using ::braid::test::compileIR;
 
 rt::HostTensor f32(rt::Shape shape, std::vector<float> v) {
   return rt::HostTensor::fromFloats(::braid::plan::DType::F32,
@@ -60,7 +39,7 @@ func.func @step(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, %pos: tensor<1xi32>
 )mlir";
 
 TEST(StateSchedule, AsyncCacheReaderSeesTheOldCache) {
-  std::vector<uint8_t> bytes = compile(kAsyncCacheReader);
+  std::vector<uint8_t> bytes = compileIR(kAsyncCacheReader);
   ASSERT_FALSE(bytes.empty());
   auto plan = rt::loadPlan(bytes);
   ASSERT_TRUE(plan) << plan.status().message();
@@ -110,7 +89,7 @@ func.func @swap(%a: tensor<4xf32> {braid.state = "a"}, %b: tensor<4xf32> {braid.
 )mlir";
 
 TEST(StateSchedule, SwappedStateSlotsSwap) {
-  std::vector<uint8_t> bytes = compile(kSwappedState);
+  std::vector<uint8_t> bytes = compileIR(kSwappedState);
   ASSERT_FALSE(bytes.empty());
   auto plan = rt::loadPlan(bytes);
   ASSERT_TRUE(plan) << plan.status().message();
