@@ -39,18 +39,35 @@ constexpr unsigned kTokenDim = 1;
 } // namespace
 
 SmallVector<BlockArgument> mlir::braid::tokenInputs(func::FuncOp func) {
-  SmallVector<BlockArgument> inputs;
-  int64_t tokens = -1;
-  for (BlockArgument arg : func.getArguments()) {
+  auto candidate = [&](BlockArgument arg) -> RankedTensorType {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
     if (!func.getArgAttr(arg.getArgNumber(), "braid.input") || !t ||
         t.getRank() < 2)
+      return {};
+    return t;
+  };
+  // The token count is the `positions` input's (braid-run's contract: one
+  // position per token), else the first candidate's: a hand-written
+  // function may have a [batch, 1] row index before its tokens.
+  int64_t tokens = -1;
+  for (BlockArgument arg : func.getArguments()) {
+    RankedTensorType t = candidate(arg);
+    if (!t)
       continue;
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "braid.input");
+    if (name && name.getValue() == "positions") {
+      tokens = t.getDimSize(kTokenDim);
+      break;
+    }
     if (tokens < 0)
       tokens = t.getDimSize(kTokenDim);
-    if (t.getDimSize(kTokenDim) == tokens)
-      inputs.push_back(arg);
   }
+  SmallVector<BlockArgument> inputs;
+  for (BlockArgument arg : func.getArguments())
+    if (RankedTensorType t = candidate(arg);
+        t && t.getDimSize(kTokenDim) == tokens)
+      inputs.push_back(arg);
   return inputs;
 }
 

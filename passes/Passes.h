@@ -16,8 +16,9 @@ namespace mlir::braid {
 #include "passes/Passes.h.inc"
 
 /// A step's token inputs: its bound inputs (`braid.input`) of rank >= 2
-/// whose dim 1 is that of the first one, the tokens per sequence (token
-/// ids and positions). braid-decompose cuts them into chunks.
+/// whose dim 1 is the tokens per sequence (token ids and positions): the
+/// `positions` input's dim 1, else the first such input's. braid-decompose
+/// cuts them into chunks.
 SmallVector<BlockArgument> tokenInputs(func::FuncOp func);
 
 /// braid-decompose's `chunks` option (braid-compile --decompose): a

@@ -257,10 +257,9 @@ private:
   }
 
   int64_t groupSize(FlatSymbolRefAttr group) const {
-    for (auto g : module_.getOps<DeviceGroupOp>())
-      if (g.getSymName() == group.getValue())
-        return int64_t(g.getSize());
-    return 1;
+    auto g = SymbolTable::lookupSymbolIn(module_, group);
+    auto dg = llvm::dyn_cast_or_null<DeviceGroupOp>(g);
+    return dg ? int64_t(dg.getSize()) : 1;
   }
 
   static bool isTokenWise(Operation &op, const llvm::DenseSet<Value> &in,

@@ -122,6 +122,27 @@ func.func @joined_head(%x: tensor<1x8x64xf32> {braid.input = "x"}, %rows: tensor
 
 // -----
 
+// The tokens per sequence are the `positions` input's: a [1, 1] row index
+// bound before the tokens is not a token input (it was taken for one and
+// the function refused as a decode step).
+// CHECK-LABEL: func.func @rows_bound_first
+// CHECK: braid.all_reduce_start sum
+// CHECK: braid.all_reduce_start sum
+// CHECK: braid.concat
+// FORCED: remark: braid-decompose: 2 chunks
+braid.device_group @tp size 2
+func.func @rows_bound_first(%rows: tensor<1x1xi32> {braid.input = "logit_rows"}, %x: tensor<1x8x64xf32> {braid.input = "x"}, %pos: tensor<1x8xi32> {braid.input = "positions"}) -> (tensor<1x1x64xf32> {braid.output = "y"}) {
+  %w1 = braid.parameter "w1" full [64, 128] shard_dim 1 on @tp : tensor<64x64xf32>
+  %a = braid.matmul %x, %w1 {transpose_b} : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+  %ar = braid.all_reduce sum %a on @tp : tensor<1x8x64xf32> -> tensor<1x8x64xf32>
+  %h = braid.add %ar, %x : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+  %flat = braid.reshape %h : tensor<1x8x64xf32> -> tensor<8x64xf32>
+  %row = braid.embedding %rows, %flat : (tensor<1x1xi32>, tensor<8x64xf32>) -> tensor<1x1x64xf32>
+  return %row : tensor<1x1x64xf32>
+}
+
+// -----
+
 // Before any collective is cut, the same op is refused instead: joining
 // there would leave nothing to overlap.
 // CHECK-LABEL: func.func @joined_too_early
