@@ -1354,6 +1354,7 @@ Expected<std::unique_ptr<ThreadedRunner>>
 ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   BRAID_RETURN_IF_ERROR(checkHostResources(plan.root(), options));
   std::unique_ptr<ThreadedRunner> r(new ThreadedRunner());
+  r->plan_ = plan;
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
@@ -1386,6 +1387,15 @@ ThreadedRunner::runPerRank(const std::vector<std::string> &functions,
                   world);
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks, world is ", world);
+  // A send without its receive would end at the collective timeout; with
+  // the whole assignment known it is an error now. An unknown function is
+  // its rank's error.
+  std::vector<int> functionOfRank;
+  for (const std::string &name : functions)
+    functionOfRank.push_back(plan_.functionIndex(name));
+  if (std::find(functionOfRank.begin(), functionOfRank.end(), -1) ==
+      functionOfRank.end())
+    BRAID_RETURN_IF_ERROR(pairing_.check(plan_.root(), functionOfRank));
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   BRAID_RETURN_IF_ERROR(runOnThreads(
       world,

@@ -24,6 +24,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/HostTensor.h"
+#include "runtime/P2PPairing.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
@@ -186,6 +187,8 @@ public:
   }
 
 private:
+  LoadedPlan plan_;
+  P2PPairingCache pairing_;
   std::unique_ptr<Communicator> comm_;
   std::vector<std::unique_ptr<Interpreter>> ranks_;
 };

@@ -1423,6 +1423,7 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
 
   std::unique_ptr<CudaRunner> runner(new CudaRunner());
   runner->held_ = held;
+  runner->plan_ = plan;
   for (size_t i = 0; i < held.size(); ++i)
     runner->ranks_.push_back(
         std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
@@ -1501,6 +1502,21 @@ CudaRunner::runPerRank(const std::vector<std::string> &functions,
   for (const std::string &function : functions)
     if (!ranks_.empty() && !ranks_[0]->hasFunction(function))
       return errorf("plan has no function '", function, "'");
+  // Sends without their receives would block their streams until the
+  // collective timeout. Ranks of other processes run what this process's
+  // ranks run when those all run one function (braid-run's steps);
+  // otherwise only this process's assignment is known, and not checked.
+  const plan::Plan &root = plan_.root();
+  std::vector<int> functionOfRank(size_t(root.world_size()), -1);
+  bool spmd =
+      std::all_of(functions.begin(), functions.end(),
+                  [&](const std::string &f) { return f == functions[0]; });
+  if (world == size_t(root.world_size()) || (spmd && world > 0)) {
+    for (size_t r = 0; r < functionOfRank.size(); ++r)
+      functionOfRank[r] = plan_.functionIndex(
+          world == functionOfRank.size() ? functions[r] : functions[0]);
+    BRAID_RETURN_IF_ERROR(pairing_.check(root, functionOfRank));
+  }
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);

@@ -34,6 +34,7 @@
 
 #include "runtime/Bootstrap.h"
 #include "runtime/HostTensor.h"
+#include "runtime/P2PPairing.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
@@ -133,6 +134,8 @@ public:
 
 private:
   CudaRunner() = default;
+  LoadedPlan plan_;
+  P2PPairingCache pairing_;
   std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
   /// The single-GPU test mode's meeting places (null otherwise): the
   /// communicators' groups, and the ranks' steps in graph mode.

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Interpreter.h"
 #include "runtime/P2PGroups.h"
+#include "runtime/P2PPairing.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -355,10 +356,122 @@ TEST(Collectives, MixedGroupsAndTheirOrder) {
 // stream too.
 TEST(Collectives, SendAndRecvOnDifferentStreamsNeverMatch) {
   PlanBuilder pb = sendRecvStages(2, /*recvStream=*/1);
-  auto out = runExchange(pb, false, 300);
+  auto out = runExchange(pb, false, 60000);
   ASSERT_FALSE(out);
-  EXPECT_NE(out.status().message().find("timed out"), std::string::npos)
+  EXPECT_NE(out.status().message().find(
+                "world rank 0 (function 'stage0', op 0, send) sends to world "
+                "rank 1 of group 'pp' on stream 0, which never receives it"),
+            std::string::npos)
       << out.status().message();
+}
+
+// Sends and receives are paired before the step (P2PPairing.h): a send
+// nobody receives, a receive nobody sends, or a pair of different sizes is
+// an error naming both ranks at once, not a wait for the collective
+// timeout (60 s here).
+TEST(Collectives, UnpairedPointToPointOpsFailBeforeTheStep) {
+  auto stages = [](int64_t sent, int64_t received, int sends, int recvs) {
+    PlanBuilder pb(2);
+    pb.group("pp", 2);
+    FnBuilder s0 = pb.function("stage0");
+    int x = s0.input("x", {sent});
+    for (int i = 0; i < sends; ++i) {
+      plan::OpT &o = s0.op(OpCode::Send, {x}, {});
+      o.group = 0;
+      o.peer = 1;
+    }
+    FnBuilder s1 = pb.function("stage1");
+    s1.input("x", {sent});
+    for (int i = 0; i < recvs; ++i) {
+      int y = s1.tensor({received});
+      plan::OpT &o = s1.op(OpCode::Recv, {}, {y});
+      o.group = 0;
+      o.peer = 0;
+      s1.output("y" + std::to_string(i), y);
+    }
+    return pb;
+  };
+  struct Case {
+    const char *what;
+    PlanBuilder pb;
+    const char *error;
+  };
+  std::vector<Case> cases;
+  cases.push_back(
+      {"two sends, one receive", stages(2, 2, 2, 1),
+       "world rank 0 (function 'stage0', op 1, send) sends to world rank 1 "
+       "of group 'pp' on stream 0, which never receives it: that rank "
+       "receives 1 message(s) from world rank 0 there and this is send 2"});
+  cases.push_back(
+      {"one send, two receives", stages(2, 2, 1, 2),
+       "world rank 1 (function 'stage1', op 1, recv) receives from world "
+       "rank 0 of group 'pp' on stream 0, which never sends it: that rank "
+       "sends 1 message(s) to world rank 1 there and this is receive 2"});
+  cases.push_back({"sizes differ", stages(2, 3, 1, 1),
+                   "point-to-point message 1 from world rank 0 to world rank "
+                   "1 of group 'pp' on stream 0: world rank 0 (function "
+                   "'stage0', op 0, send) sends 8 bytes, world rank 1 "
+                   "(function 'stage1', op 0, recv) receives 12"});
+  for (Case &c : cases) {
+    auto start = std::chrono::steady_clock::now();
+    auto out = runExchange(c.pb, /*strict=*/false, 60000);
+    ASSERT_FALSE(out) << c.what;
+    EXPECT_NE(out.status().message().find(c.error), std::string::npos)
+        << c.what << ": " << out.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20))
+        << c.what;
+  }
+  // Paired, the same stages run.
+  PlanBuilder paired = stages(2, 2, 2, 2);
+  auto out = runExchange(paired, /*strict=*/false, 60000);
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ((*out)[1].at("y1").toFloats(), (std::vector<float>{1, 2}));
+}
+
+// The check itself: a rank that runs no function sends nothing, and an
+// SPMD function pairs with itself (every rank sends to and receives from
+// every rank of the group).
+TEST(Collectives, PointToPointPairingOfAnAssignment) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  FnBuilder f = pb.function("swap");
+  int x = f.input("x", {2});
+  for (int peer : {0, 1}) {
+    plan::OpT &o = f.op(OpCode::Send, {x}, {});
+    o.group = 0;
+    o.peer = peer;
+  }
+  for (int peer : {0, 1}) {
+    int y = f.tensor({2});
+    plan::OpT &o = f.op(OpCode::Recv, {}, {y});
+    o.group = 0;
+    o.peer = peer;
+    f.output("y" + std::to_string(peer), y);
+  }
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_TRUE(checkPointToPointPairing(plan->root(), {0, 0}));
+  Status alone = checkPointToPointPairing(plan->root(), {0, -1});
+  ASSERT_FALSE(alone);
+  EXPECT_NE(alone.message().find("world rank 0 (function 'swap', op 1, "
+                                 "send) sends to world rank 1"),
+            std::string::npos)
+      << alone.message();
+  Status idle = checkPointToPointPairing(plan->root(), {-1, 0});
+  ASSERT_FALSE(idle);
+  EXPECT_NE(idle.message().find("receives from world rank 0 of group 'pp' "
+                                "on stream 0, which runs no function"),
+            std::string::npos)
+      << idle.message();
+  auto runner = ThreadedRunner::create(*plan);
+  ASSERT_TRUE(runner) << runner.status().message();
+  auto out = (*runner)->run(
+      "swap", {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
+               {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}}});
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ((*out)[0].at("y1").toFloats(), (std::vector<float>{3, 4}));
+  EXPECT_EQ((*out)[1].at("y0").toFloats(), (std::vector<float>{1, 2}));
 }
 
 // Which adjacent point-to-point ops form a group (P2PGroups.h).

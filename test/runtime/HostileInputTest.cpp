@@ -568,16 +568,28 @@ TEST(InterpreterHostile, HostMemoryIsCheckedBeforeAllocating) {
 // The collective timeout was fixed at 60 s (braid-run's --timeout was
 // ignored on the CPU backend).
 TEST(InterpreterHostile, CollectiveTimeoutIsConfigurable) {
-  // Both ranks receive from rank 0 of the group; nobody sends.
+  // Both ranks receive from every rank, then send to every rank: the
+  // messages pair (P2PPairing.h), but each rank's receives wait for sends
+  // it issues only after them.
   PlanBuilder pb(2);
   pb.group("tp", 2);
   FnBuilder f = pb.function("main");
-  f.input("x", {1});
-  int y = f.tensor({1});
-  plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
-  recv.group = 0;
-  recv.peer = 0;
-  f.output("y", y);
+  int x = f.input("x", {1});
+  for (int peer : {0, 1}) {
+    int y = f.tensor({1});
+    plan::OpT &recv = f.op(OpCode::Recv, {}, {y});
+    recv.group = 0;
+    recv.peer = peer;
+    f.output("y" + std::to_string(peer), y);
+  }
+  int z = f.tensor({1}); // an op between: the sends are not in the group
+  f.op(OpCode::Add, {x, x}, {z});
+  f.output("z", z);
+  for (int peer : {0, 1}) {
+    plan::OpT &send = f.op(OpCode::Send, {x}, {});
+    send.group = 0;
+    send.peer = peer;
+  }
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
   RunnerOptions options;

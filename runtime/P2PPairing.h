@@ -1,0 +1,54 @@
+//===- P2PPairing.h - Every send has its receive ----------------*- C++ -*-===//
+//
+// A send nobody receives, or a receive nobody sends, blocks its stream: the
+// CPU interpreter until the collective timeout, NCCL forever. Whether they
+// pair depends on which function each rank runs (a pipeline's stages pair
+// their sends with each other's receives), so the plan loader and the
+// schedule verifier, which see one function at a time, cannot tell. Before
+// a step the runners know the assignment; this checks it.
+//
+// Messages pair per channel (group instance, stream, sender, receiver: one
+// NCCL communicator and peer), the k-th send with the k-th receive, and a
+// pair must move the same number of bytes. Pairing is necessary, not
+// sufficient: a paired exchange that each rank issues send-first outside a
+// group still deadlocks (P2PGroups.h), and ends at the collective timeout.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_RUNTIME_P2PPAIRING_H
+#define BRAID_RUNTIME_P2PPAIRING_H
+
+#include "runtime/Status.h"
+#include "runtime/plan_generated.h"
+
+#include <set>
+#include <vector>
+
+namespace braid::rt {
+
+/// Checks that the point-to-point ops pair up when world rank r runs
+/// function number `functionOfRank[r]` of `plan` (one entry per world rank;
+/// -1: that rank runs nothing). The plan must have passed the loader's
+/// checks (groups, peers and tensors in range). The error names both ranks,
+/// their functions and the op that has no partner.
+Status checkPointToPointPairing(const plan::Plan &plan,
+                                const std::vector<int> &functionOfRank);
+
+/// checkPointToPointPairing, remembering the assignments that passed, so a
+/// runner pays for it once per assignment, not once per step.
+class P2PPairingCache {
+public:
+  Status check(const plan::Plan &plan, const std::vector<int> &functionOfRank) {
+    if (passed_.count(functionOfRank))
+      return Status::ok();
+    BRAID_RETURN_IF_ERROR(checkPointToPointPairing(plan, functionOfRank));
+    passed_.insert(functionOfRank);
+    return Status::ok();
+  }
+
+private:
+  std::set<std::vector<int>> passed_;
+};
+
+} // namespace braid::rt
+
+#endif // BRAID_RUNTIME_P2PPAIRING_H
