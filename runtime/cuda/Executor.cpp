@@ -480,12 +480,15 @@ Status CudaRank::connect(const CommFactory &make,
   return warmUpComms(stop);
 }
 
-// NCCL connects a communicator's transports at its first collective
-// (runtime connection, the default since NCCL 2.22), not in
-// ncclCommInitRank. One eager all_reduce of one float per communicator,
-// in the same sorted order on every rank, makes that happen here: with
-// set-up's error path, timeout and abort, instead of inside the first
-// graph capture or in the first timed step.
+// NCCL connects a communicator's transports at first use (runtime
+// connection, the default since NCCL 2.22), not in ncclCommInitRank. One
+// eager all_reduce of one float per communicator, in the same sorted order
+// on every rank, makes every rank meet every communicator here, with
+// set-up's error path, timeout and abort, and connects what that small
+// all_reduce's algorithm uses. It does not connect everything: another
+// algorithm (a large all_reduce's, all_gather's, reduce_scatter's) and the
+// point-to-point peers of sends, receives and all_to_alls connect at their
+// first use, in the first graph capture or eager step.
 Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
   if (comms_.empty())
     return Status::ok();
@@ -1133,14 +1136,17 @@ Status CudaRank::captureJointGraph(Function &fn, Graph &graph,
   cudaStream_t main = streams_[0].get();
   bool origin = party_ == 0;
   Status st = Status::ok();
+  // Whether rank 0's capture is open: it must be ended even when what
+  // follows the begin fails.
+  bool began = false;
   if (origin) {
     st = BRAID_CUDA_STATUS(
         cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+    began = bool(st);
     if (st)
       st = BRAID_CUDA_STATUS(cudaEventRecord(jointFork_.get(), main));
   }
   auto opened = joint_->meet.arrive(party_, {jointFork_.get(), bool(st)});
-  bool began = origin && st;
   if (opened && allOk(*opened)) {
     if (!origin)
       st = BRAID_CUDA_STATUS(cudaStreamWaitEvent(main, (*opened)[0].event, 0));

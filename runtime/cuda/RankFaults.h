@@ -177,12 +177,13 @@ inline Status agreeOnSetup(Bootstrap &processes, const Status &mine) {
 /// collective) only when no rank of any process failed. When a connect
 /// fails, `stop` is set (a rank waiting for its first collective returns
 /// instead of waiting for the timeout), then `releasePeers` runs (waits
-/// `stop` does not reach: the test communicator's) and, once every thread
-/// is done,
-/// `abandon(i)` runs for every rank: a peer of the failed rank may be
-/// left in work with it, and ncclCommDestroy at teardown would wait for
-/// it, so the communicators must be aborted instead. Returns ok, or the
-/// root cause: the lowest held rank's set-up error, else another
+/// `stop` does not reach: the test communicator's), then `abandon(i)` on
+/// the failed rank's own thread (NCCL peers blocked on the host connecting
+/// to it then fail too) and, once every thread is done, `abandon(i)` for
+/// every other rank: a peer of the failed rank may be left in work with
+/// it, and ncclCommDestroy at teardown would wait for it, so the
+/// communicators must be aborted instead. Each rank is abandoned once. Returns
+/// ok, or the root cause: the lowest held rank's set-up error, else another
 /// process's, else the lowest connect error that is not a `stop`.
 using ConnectRank =
     std::function<Status(size_t rank, const std::atomic<bool> &stop)>;
@@ -204,6 +205,8 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
   // Ended after another rank's failure set `stop` (char: each thread writes
   // its own element).
   std::vector<char> stopped(n, 0);
+  // Communicators already aborted by the rank's own thread.
+  std::vector<char> abandoned(n, 0);
   auto guarded = [](const std::function<Status(size_t)> &f, size_t i) {
     // An exception would end the thread before the barrier (or terminate).
     try {
@@ -231,6 +234,14 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
           // After `stop`: a peer released here is marked as stopped.
           if (!stopped[i] && releasePeers)
             releasePeers();
+          // Peers may be blocked where `stop` does not reach: NCCL connects
+          // a communicator's peers on the host, inside its first
+          // collective. Aborting this rank's communicators now fails their
+          // wait instead of leaving it to the other threads' end.
+          if (abandon) {
+            abandon(i);
+            abandoned[i] = 1;
+          }
         }
       },
       what, start);
@@ -246,7 +257,8 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
   if (stop.load()) {
     if (abandon)
       for (size_t i = 0; i < n; ++i)
-        abandon(i);
+        if (!abandoned[i])
+          abandon(i);
     for (size_t i = 0; i < n; ++i)
       if (!joined[i] && !stopped[i])
         return joined[i];

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -276,10 +277,50 @@ TEST(RankFaults, AFailedConnectionStopsItsPeersAndAbortsEveryRank) {
   EXPECT_EQ(st.message(),
             "rank 1 (GPU 1): ncclAllReduce: unhandled system error")
       << "the root cause, not a peer's abort";
+  std::sort(abandoned.begin(), abandoned.end());
   EXPECT_EQ(abandoned, (std::vector<size_t>{0, 1, 2}))
-      << "every rank's communicators are aborted, the healthy ones' too";
+      << "every rank's communicators are aborted once, the healthy ones' too";
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4))
       << "the peers waited for the timeout";
+}
+
+TEST(RankFaults, AFailedRankAbortsItsOwnCommunicatorsAtOnce) {
+  // NCCL connects a communicator's peers on the host inside its first
+  // collective: a peer blocked there does not see `stop`, and returns only
+  // when the failed rank's communicators go away (here: its abandon).
+  std::atomic<bool> failedAbandoned{false};
+  std::mutex mu;
+  std::vector<size_t> abandoned;
+  auto begin = std::chrono::steady_clock::now();
+  Status st = setUpRanks(
+      3, [](size_t) { return Status::ok(); },
+      [&](size_t i, const std::atomic<bool> &) -> Status {
+        if (i == 1)
+          return errorf("rank 1: ncclAllReduce: unhandled system error");
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!failedAbandoned.load()) {
+          if (std::chrono::steady_clock::now() > deadline)
+            return errorf("rank ", i, ": still connecting after 5 s");
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return errorf("rank ", i, ": ncclAllReduce: remote process exited");
+      },
+      [&](size_t i) {
+        std::lock_guard<std::mutex> lock(mu);
+        abandoned.push_back(i);
+        if (i == 1)
+          failedAbandoned = true;
+      },
+      nullptr, nullptr, "rank threads");
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.message(), "rank 1: ncclAllReduce: unhandled system error");
+  ASSERT_FALSE(abandoned.empty());
+  EXPECT_EQ(abandoned.front(), 1u) << "the failed rank is aborted first";
+  std::sort(abandoned.begin(), abandoned.end());
+  EXPECT_EQ(abandoned, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4))
+      << "the peers waited for their deadline";
 }
 
 TEST(RankFaults, PeersReleasedByTheFailedRankAreNotTheRootCause) {
