@@ -318,7 +318,7 @@ private:
   std::vector<CommKey> commKeys_;
   std::vector<std::unique_ptr<DeviceComm>> comms_;
   size_t collectiveBytes_ = 0; // the largest collective result or operand
-  DeviceMemory warmUpCell_;    // the one float warmUpComms reduces
+  DeviceMemory warmUpCell_;    // the floats warmUpComms reduces, one per comm
   /// One handle (it holds no stream), one workspace per stream that runs a
   /// GEMM (null elsewhere): concurrent split-K GEMMs never share one.
   CublasLtHandle lt_;
@@ -428,8 +428,6 @@ Status CudaRank::setUp() {
   }
   BRAID_CUDA_CHECK(cudaEventCreate(start_.out()));
   BRAID_CUDA_CHECK(cudaEventCreate(stop_.out()));
-  BRAID_CUDA_CHECK(cudaMalloc(warmUpCell_.out(), sizeof(float)));
-  BRAID_CUDA_CHECK(cudaMemset(warmUpCell_.get(), 0, sizeof(float)));
   if (options_.singleGpuTest) {
     BRAID_CUDA_CHECK(
         cudaEventCreateWithFlags(jointFork_.out(), cudaEventDisableTiming));
@@ -451,6 +449,13 @@ Status CudaRank::setUp() {
   // The communicators' keys (not the communicators): the functions' stream
   // plans index them.
   commKeys_ = planCommunicators(p);
+  // One float per communicator: the warm-up all_reduces run concurrently on
+  // their streams. Zeroed and waited for here, before any of them.
+  size_t cells = std::max<size_t>(commKeys_.size(), 1) * sizeof(float);
+  BRAID_CUDA_CHECK(cudaMalloc(warmUpCell_.out(), cells));
+  BRAID_CUDA_CHECK(
+      cudaMemsetAsync(warmUpCell_.get(), 0, cells, streams_[0].get()));
+  BRAID_CUDA_CHECK(cudaStreamSynchronize(streams_[0].get()));
   if (p.functions())
     for (unsigned i = 0; i < p.functions()->size(); ++i) {
       Function &fn = functions_[int(i)];
@@ -497,8 +502,8 @@ Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
   std::vector<Event> joins;
   for (size_t i = 0; i < comms_.size(); ++i) {
     cudaStream_t s = streams_[size_t(commKeys_[i].stream)].get();
-    BRAID_RETURN_IF_ERROR(comms_[i]->allReduce(cell, cell, 1, plan::DType::F32,
-                                               plan::ReduceKind::Sum, s));
+    BRAID_RETURN_IF_ERROR(comms_[i]->allReduce(
+        cell + i, cell + i, 1, plan::DType::F32, plan::ReduceKind::Sum, s));
     if (s == main)
       continue;
     Event e;
