@@ -1390,8 +1390,13 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (unsigned(i) >= n)
       return "the end of the function";
     const braid::plan::Op *op = f.ops()->Get(unsigned(i));
-    return "op " + std::to_string(i) + " (" + opcodeName(op->opcode()) +
-           ", stream " + std::to_string(op->stream()) + ")";
+    std::string s = "op " + std::to_string(i) + " (" +
+                    opcodeName(op->opcode()) + ", stream " +
+                    std::to_string(op->stream());
+    // The IR location the plan carries, as the loader's other refusals say.
+    if (op->loc())
+      s += ", at " + op->loc()->str();
+    return s + ")";
   };
   const std::string bytes =
       "bytes [" + std::to_string(c.access.begin) + ", " +

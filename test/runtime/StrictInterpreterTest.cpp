@@ -386,6 +386,17 @@ TEST(PlanLoader, RefusesUnorderedTwoStreamPlans) {
   EXPECT_NE(m.find("op 1 (add, stream 1) and op 2 (add, stream 0)"),
             std::string::npos)
       << m;
+  // With the IR locations a plan carries, the refusal names them too.
+  PlanBuilder located = twoStreamPlan(Missing::ProducerToStart, false);
+  int line = 10;
+  for (auto &op : located.plan().functions[0]->ops)
+    op->loc = "loc(\"model.mlir\":" + std::to_string(line++) + ":5)";
+  m = refused(located);
+  EXPECT_NE(m.find("op 0 (mul, stream 0, at loc(\"model.mlir\":10:5)) and "
+                   "op 1 (all_reduce_start, stream 1, at "
+                   "loc(\"model.mlir\":11:5)) are not ordered"),
+            std::string::npos)
+      << m;
 }
 
 TEST(PlanLoader, RefusesConcurrentCollectivesOfTwoCommunicators) {
