@@ -810,19 +810,21 @@ struct BraidDecomposePass
     ModuleOp module = getOperation();
     llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
     if (!tgt) {
-      module.emitError("braid-decompose: ") << llvm::toString(tgt.takeError());
+      emitError(module.getLoc(), "braid-decompose: ")
+          << llvm::toString(tgt.takeError());
       return signalPassFailure();
     }
     if (order != "auto" && order != "side-by-side" && order != "skewed") {
-      module.emitError("braid-decompose: order must be 'auto', "
-                       "'side-by-side' or 'skewed', got '")
+      emitError(module.getLoc(), "braid-decompose: order must be 'auto', "
+                                 "'side-by-side' or 'skewed', got '")
           << order << "'";
       return signalPassFailure();
     }
     std::optional<SmallVector<int>> candidates = parseChunkCounts(chunks);
     if (!candidates) {
-      module.emitError("braid-decompose: chunks must be a list of positive "
-                       "counts, got '")
+      emitError(module.getLoc(),
+                "braid-decompose: chunks must be a list of positive "
+                "counts, got '")
           << chunks << "'";
       return signalPassFailure();
     }
@@ -843,7 +845,7 @@ struct BraidDecomposePass
                    isScheduled(v);
           })) {
         if (!mine.empty()) {
-          func.emitError("braid-decompose: @")
+          emitError(func.getLoc(), "braid-decompose: @")
               << func.getSymName()
               << " and its variants must be unscheduled single-block "
                  "functions";
@@ -855,7 +857,7 @@ struct BraidDecomposePass
         return signalPassFailure();
     }
     for (auto &[of, orphans] : variants) {
-      orphans.front().emitError("braid-decompose: a variant of @")
+      emitError(orphans.front().getLoc(), "braid-decompose: a variant of @")
           << of << ", which is not a function here";
       return signalPassFailure();
     }
@@ -931,7 +933,7 @@ struct BraidDecomposePass
     // step, which no count ever cuts).
     Choice best = legal.empty() ? Choice{func} : legal.front();
     if (legal.empty() && !refused.empty() && !holdsOneToken(tokenInputs(func)))
-      func.emitWarning("braid-decompose: ")
+      emitWarning(func.getLoc(), "braid-decompose: ")
           << std::get<1>(refused.front()) << " chunks cannot apply ("
           << std::get<2>(refused.front()) << "): the function stays whole";
     std::string decision;
@@ -973,13 +975,13 @@ struct BraidDecomposePass
     auto [form, k, skewed] = best;
     if (k > 1) {
       if (std::string why = Decomposer(func, k, skewed).apply(); !why.empty())
-        return func.emitError("braid-decompose: ") << why;
+        return emitError(func.getLoc(), "braid-decompose: ") << why;
       func->setAttr(
           kTokenChunksAttr,
           IntegerAttr::get(IntegerType::get(func.getContext(), 64), k));
     }
     if (report) {
-      auto remark = func.emitRemark()
+      auto remark = emitRemark(func.getLoc())
                     << "braid-decompose: " << k
                     << (k == 1 ? " chunk" : " chunks")
                     << (k > 1 ? (skewed ? ", skewed" : ", side by side") : "");

@@ -66,7 +66,8 @@ struct BraidInsertEventsPass
     std::vector<SmallVector<int>> waitsFor(s->ops.size());
     for (size_t i = 0; i < s->ops.size(); ++i) {
       if (!checker.append(s->sched[i]))
-        return s->ops[i]->emitOpError("has a malformed schedule"), failure();
+        return emitOpErrorAt(s->ops[i]) << "has a malformed schedule",
+               failure();
       std::vector<sched::Conflict> conflicts;
       checker.conflicts(conflicts);
       // Per predecessor stream only the latest op matters (stream order
@@ -74,7 +75,8 @@ struct BraidInsertEventsPass
       std::map<int, int> latest;
       for (const sched::Conflict &c : conflicts) {
         if (!c.repairable)
-          return s->ops[i]->emitOpError("cannot be ordered with '")
+          return emitOpErrorAt(s->ops[i])
+                     << "cannot be ordered with '"
                      << s->ops[size_t(c.first)]->getName() << "' by an event: "
                      << (c.kind == sched::Conflict::Race
                              ? "it touches the bytes of a collective that "

@@ -2,6 +2,7 @@
 #include "passes/MemoryPlan.h"
 
 #include "dialect/BraidOps.h"
+#include "dialect/Diagnostics.h"
 #include "dialect/ShapeChecks.h"
 #include "runtime/CheckedMath.h"
 #include "runtime/Views.h"
@@ -116,7 +117,7 @@ Ordering mlir::braid::programOrder() {
 FailureOr<SmallVector<BufferLifetime>>
 mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
   if (!func.getBody().hasOneBlock())
-    return func.emitOpError("memory planning needs a single-block body"),
+    return emitOpErrorAt(func, "memory planning needs a single-block body"),
            failure();
   Block &body = func.getBody().front();
   llvm::DenseMap<Operation *, int> position;
@@ -271,7 +272,8 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
     std::optional<int64_t> total =
         ::braid::checkedAdd(plan.withoutReuse, l.size);
     if (!total)
-      return func.emitOpError("buffers total more than int64 bytes"), failure();
+      return emitOpErrorAt(func, "buffers total more than int64 bytes"),
+             failure();
     plan.withoutReuse = *total;
     plan.sizes[l.value] = l.size;
     lastUse.push_back(*llvm::max_element(l.uses));
@@ -349,7 +351,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
   FunctionMemoryPlan plan;
   plan.arenaSize = arenaAttr.getInt();
   if (plan.arenaSize < 0)
-    return func.emitOpError("has a negative ")
+    return emitOpErrorAt(func, "has a negative ")
                << kArenaSizeAttr << " " << plan.arenaSize,
            failure();
   if (auto lb = func->getAttrOfType<IntegerAttr>(kArenaLowerBoundAttr))
@@ -386,7 +388,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
     auto attr = func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
                                                          kBufferArgAttr);
     if (!attr || attr.size() != 2)
-      return func.emitOpError("argument #")
+      return emitOpErrorAt(func, "argument #")
                  << arg.getArgNumber() << " needs a '" << kBufferArgAttr
                  << "' = array<i64: offset, size> after memory planning",
              failure();

@@ -21,8 +21,9 @@ struct BraidPlanMemoryPass
 
   void runOnOperation() override {
     if (alignment <= 0 || !llvm::isPowerOf2_64(uint64_t(alignment))) {
-      getOperation().emitError("braid-plan-memory: alignment must be a "
-                               "positive power of two, got ")
+      emitError(getOperation().getLoc(),
+                "braid-plan-memory: alignment must be a "
+                "positive power of two, got ")
           << int64_t(alignment);
       return signalPassFailure();
     }
@@ -36,7 +37,7 @@ struct BraidPlanMemoryPass
         return signalPassFailure();
       ::braid::sched::HappensBefore hb(schedule->numStreams);
       if (!hb.build(schedule->sched)) {
-        func.emitOpError("has a malformed schedule");
+        emitOpErrorAt(func) << "has a malformed schedule";
         return signalPassFailure();
       }
       FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(
@@ -45,17 +46,15 @@ struct BraidPlanMemoryPass
         return signalPassFailure();
       attachMemoryPlan(func, *plan);
       if (report)
-        func.emitRemark() << "arena " << plan->arenaSize
-                          << " bytes, liveness lower bound "
-                          << plan->lowerBound << " bytes, without reuse "
-                          << plan->withoutReuse << " bytes ("
-                          << llvm::formatv("{0:F2}",
-                                           double(plan->withoutReuse) /
-                                               double(std::max<int64_t>(
-                                                   plan->arenaSize, 1)))
-                                 .str()
-                          << "x smaller), " << plan->lifetimes.size()
-                          << " buffers";
+        emitRemark(func.getLoc())
+            << "arena " << plan->arenaSize << " bytes, liveness lower bound "
+            << plan->lowerBound << " bytes, without reuse "
+            << plan->withoutReuse << " bytes ("
+            << llvm::formatv("{0:F2}",
+                             double(plan->withoutReuse) /
+                                 double(std::max<int64_t>(plan->arenaSize, 1)))
+                   .str()
+            << "x smaller), " << plan->lifetimes.size() << " buffers";
     }
   }
 };

@@ -343,7 +343,8 @@ struct BraidSchedulePass
     ModuleOp module = getOperation();
     llvm::Expected<cost::Target> tgt = cost::resolveTarget(target);
     if (!tgt) {
-      module.emitError("braid-schedule: ") << llvm::toString(tgt.takeError());
+      emitError(module.getLoc(), "braid-schedule: ")
+          << llvm::toString(tgt.takeError());
       return signalPassFailure();
     }
     cost::CostModel model(*tgt, cost::LaunchMode::Graph, module);
@@ -406,11 +407,10 @@ struct BraidSchedulePass
     }
     if (report) {
       int64_t extra = s.peakLiveBytes(order) - base;
-      func.emitRemark() << "braid-schedule: " << async.size() << " of "
-                        << llvm::count_if(s.ops(), canRunAsync)
-                        << " collectives async, " << extra
-                        << " extra bytes live at the peak (bound " << bound
-                        << ")";
+      emitRemark(func.getLoc())
+          << "braid-schedule: " << async.size() << " of "
+          << llvm::count_if(s.ops(), canRunAsync) << " collectives async, "
+          << extra << " extra bytes live at the peak (bound " << bound << ")";
     }
     s.apply(order);
   }

@@ -793,7 +793,8 @@ struct BraidSequenceParallelPass
         int attentions = 0;
         if (failed(applyWholeWeights(func, region.group, region.groupSize,
                                      /*sharded=*/true, why, attentions))) {
-          func.emitError() << "braid-sequence-parallel: Ulysses: " << why;
+          emitError(func.getLoc())
+              << "braid-sequence-parallel: Ulysses: " << why;
           return signalPassFailure();
         }
         numUlysses += attentions;
@@ -810,10 +811,11 @@ struct BraidSequenceParallelPass
       // Asked for by name and applied nowhere: the user is told, not only
       // --report (nor is the model checked for it: KV heads, fused q/k/v).
       if (ulysses && !plainFunctions.empty())
-        module.emitWarning("braid-sequence-parallel: Ulysses applies to no "
-                           "function (no function's tokens divide by the "
-                           "group size, or none has a token region): plain "
-                           "TP everywhere");
+        emitWarning(module.getLoc(),
+                    "braid-sequence-parallel: Ulysses applies to no "
+                    "function (no function's tokens divide by the "
+                    "group size, or none has a token region): plain "
+                    "TP everywhere");
       return;
     }
     for (func::FuncOp func : plainFunctions) {
@@ -821,9 +823,10 @@ struct BraidSequenceParallelPass
       int attentions = 0;
       if (failed(applyWholeWeights(func, ulyssesGroup, ulyssesGroupSize,
                                    /*sharded=*/false, why, attentions))) {
-        func.emitError() << "braid-sequence-parallel: Ulysses: the other "
-                            "functions must read the same whole weights: "
-                         << why;
+        emitError(func.getLoc())
+            << "braid-sequence-parallel: Ulysses: the other "
+               "functions must read the same whole weights: "
+            << why;
         return signalPassFailure();
       }
       if (attentions)

@@ -23,7 +23,7 @@ struct BraidVerifySchedulePass
         continue;
       // A plan must not carry an alternative nobody chose between.
       if (auto of = func->getAttrOfType<StringAttr>(kVariantOfAttr)) {
-        func.emitError("braid-verify-schedule: @")
+        emitError(func.getLoc(), "braid-verify-schedule: @")
             << func.getSymName() << " is a variant of @" << of.getValue()
             << " that braid-decompose has not chosen between";
         ok = false;
@@ -75,7 +75,7 @@ struct BraidVerifySchedulePass
     Operation *second = s.ops[size_t(c.second)];
     auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
     if (c.kind == sched::Conflict::Overlap) {
-      InFlightDiagnostic d = second->emitOpError();
+      InFlightDiagnostic d = emitOpErrorAt(second);
       d << "writes bytes [" << c.access.begin << ", " << c.access.end << ") of "
         << s.describeSpace(c.access.space)
         << " that it also reads or writes through another operand or "
@@ -91,7 +91,7 @@ struct BraidVerifySchedulePass
                "its operand";
       return;
     }
-    InFlightDiagnostic d = second->emitOpError();
+    InFlightDiagnostic d = emitOpErrorAt(second);
     d << "on stream " << streamOf(c.second)
       << (c.kind == sched::Conflict::Clobber ? " reads a value clobbered by '"
                                              : " is not ordered with '")

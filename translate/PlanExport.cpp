@@ -2,6 +2,7 @@
 #include "translate/PlanExport.h"
 
 #include "dialect/BraidOps.h"
+#include "dialect/Diagnostics.h"
 #include "dialect/ShapeChecks.h"
 #include "passes/MemoryPlan.h"
 #include "passes/Passes.h"
@@ -368,7 +369,7 @@ FailureOr<int> PlanExporter::stateSlot(func::FuncOp func, unsigned arg) {
   }
   const plan::StateSlotT &seen = *plan_.state[size_t(it->second)];
   if (seen.shape != shapeOf(type) || seen.dtype != *dtype)
-    return func.emitOpError("state '")
+    return emitOpErrorAt(func, "state '")
                << name.getValue() << "' (argument #" << arg
                << ") has a different type than in an earlier function",
            failure();
@@ -420,7 +421,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
       stateArgTensor[func.getArgAttrOfType<StringAttr>(n, "braid.state")
                          .getValue()] = *id;
     } else {
-      return func.emitOpError("argument #")
+      return emitOpErrorAt(func, "argument #")
                  << n
                  << " is neither a 'braid.input' nor a 'braid.state'; the "
                     "plan cannot bind it",
@@ -505,7 +506,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
                        func.getResultAttrOfType<StringAttr>(i, "braid.state")) {
           auto in = stateArgTensor.find(state.getValue());
           if (in == stateArgTensor.end())
-            return func.emitOpError("result #")
+            return emitOpErrorAt(func, "result #")
                        << i << " updates state '" << state.getValue()
                        << "' that no argument reads",
                    failure();
@@ -515,7 +516,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
           b->output = *id;
           out->state.push_back(std::move(b));
         } else {
-          return func.emitOpError("result #")
+          return emitOpErrorAt(func, "result #")
                      << i << " is neither a 'braid.output' nor a "
                      << "'braid.state'; the plan cannot bind it",
                  failure();

@@ -25,7 +25,8 @@ FailureOr<FunctionSchedule>
 mlir::braid::buildFunctionSchedule(func::FuncOp func,
                                    const FunctionMemoryPlan *memory) {
   if (!func.getBody().hasOneBlock())
-    return func.emitOpError("scheduling needs a single-block body"), failure();
+    return emitOpErrorAt(func) << "scheduling needs a single-block body",
+           failure();
   Block &body = func.getBody().front();
   FunctionSchedule s;
   s.spaceNames.push_back("the arena");
@@ -118,8 +119,8 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
     if (auto wait = dyn_cast<EventWaitOp>(op)) {
       auto record = wait.getEvent().getDefiningOp<EventRecordOp>();
       if (!record)
-        return op->emitOpError("event must come from a braid.event_record "
-                               "of this function"),
+        return emitOpErrorAt(op) << "event must come from a "
+                                    "braid.event_record of this function",
                failure();
       so.after.push_back(s.index.lookup(record));
     }

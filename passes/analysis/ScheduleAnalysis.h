@@ -19,6 +19,7 @@
 #ifndef BRAID_PASSES_ANALYSIS_SCHEDULEANALYSIS_H
 #define BRAID_PASSES_ANALYSIS_SCHEDULEANALYSIS_H
 
+#include "dialect/Diagnostics.h"
 #include "passes/MemoryPlan.h"
 #include "runtime/ScheduleCheck.h"
 

@@ -1,0 +1,28 @@
+//===- Diagnostics.h - Errors at an op without reprinting it ----*- C++ -*-===//
+//
+// Operation::emitOpError (and emitError, emitWarning, emitRemark) attach a
+// note printing the op in generic form. For a function or module that is the
+// whole model, and for any op its renumbered SSA names disagree with the
+// file's. Braid's diagnostics name what is wrong and carry the location,
+// which already shows the line, so passes emit at the location instead.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BRAID_DIALECT_DIAGNOSTICS_H
+#define BRAID_DIALECT_DIAGNOSTICS_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Operation.h"
+
+namespace mlir::braid {
+
+/// emitOpError's message ("'func.func' op <message>") at `op`'s location.
+inline InFlightDiagnostic emitOpErrorAt(Operation *op,
+                                        const Twine &message = {}) {
+  InFlightDiagnostic d = emitError(op->getLoc());
+  d << "'" << op->getName() << "' op " << message;
+  return d;
+}
+
+} // namespace mlir::braid
+
+#endif // BRAID_DIALECT_DIAGNOSTICS_H
