@@ -1,10 +1,12 @@
 //===- Diagnostics.h - Errors at an op without reprinting it ----*- C++ -*-===//
 //
 // Operation::emitOpError (and emitError, emitWarning, emitRemark) attach a
-// note printing the op in generic form. For a function or module that is the
-// whole model, and for any op its renumbered SSA names disagree with the
-// file's. Braid's diagnostics name what is wrong and carry the location,
-// which already shows the line, so passes emit at the location instead.
+// note printing the op in generic form. For a function or a module that
+// note is the whole model, and for any op it numbers the SSA values afresh,
+// so its names disagree with the file's. Braid's pass diagnostics name what
+// is wrong and carry the location, which already shows the line: passes
+// and the exporter emit at the location instead (the dialect's verifiers
+// keep MLIR's convention).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_DIALECT_DIAGNOSTICS_H

@@ -4,6 +4,7 @@
 // their own (see Passes.td). braid-insert-events orders the streams.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/Diagnostics.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,7 +62,7 @@ struct BraidAssignStreamsPass
       }
       auto it = streamOf.find(coll.getGroupAttr().getValue());
       if (it == streamOf.end())
-        return op->emitOpError("names device group @")
+        return emitOpErrorAt(op, "names device group @")
                << coll.getGroupAttr().getValue()
                << " that the module does not declare";
       if (coll.isAsyncStart()) {
@@ -71,8 +72,8 @@ struct BraidAssignStreamsPass
       // A synchronous collective: a start on its group's stream and the
       // wait right after it, so the group keeps one communicator.
       if (!hasAsyncForm(op))
-        return op->emitOpError("is a collective braid-assign-streams cannot "
-                               "move to its group's stream");
+        return emitOpErrorAt(op, "is a collective braid-assign-streams cannot "
+                                 "move to its group's stream");
       OpBuilder b(op);
       Operation *start = createAsyncStart(b, op);
       setStream(start, it->second);

@@ -363,7 +363,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
     // arena - offset, not offset + size: hand-written numbers may be huge.
     if (offset < 0 || size < need || offset > plan.arenaSize ||
         size > plan.arenaSize - offset)
-      return diagOp->emitError()
+      return emitError(diagOp->getLoc())
                  << "buffer [" << offset << ", +" << size << ") for a value of "
                  << need << " bytes does not fit the arena of "
                  << plan.arenaSize << " bytes",
@@ -373,7 +373,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
     Type element = getElementTypeOrSelf(v.getType());
     int64_t elementBytes = elementByteSize(element).value_or(1);
     if (offset % elementBytes != 0)
-      return diagOp->emitError()
+      return emitError(diagOp->getLoc())
                  << "buffer [" << offset << ", +" << size << ") for a value of "
                  << element << " elements is not aligned to their "
                  << elementBytes << " bytes",
@@ -400,7 +400,7 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
       return WalkResult::advance();
     auto attr = op->getAttrOfType<DenseI64ArrayAttr>(kBuffersAttr);
     if (!attr || attr.size() != int64_t(2 * op->getNumResults())) {
-      op->emitOpError("needs a '")
+      emitOpErrorAt(op, "needs a '")
           << kBuffersAttr << "' attribute with an (offset, size) pair per "
           << "result after memory planning";
       return WalkResult::interrupt();

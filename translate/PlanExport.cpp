@@ -270,7 +270,7 @@ LogicalResult PlanExporter::collectGroups() {
 FailureOr<int> PlanExporter::groupIndex(Operation *op, StringRef symbol) {
   auto it = groups_.find(symbol);
   if (it == groups_.end())
-    return op->emitOpError("names group @")
+    return emitOpErrorAt(op, "names group @")
                << symbol << ", which is not a braid.device_group of the module",
            failure();
   return it->second;
@@ -315,7 +315,7 @@ FailureOr<int> PlanExporter::parameterIndex(ParameterOp op) {
   if (seen.full_shape != p->full_shape || seen.local_shape != p->local_shape ||
       seen.dtype != p->dtype || seen.padded_shape != p->padded_shape ||
       !sameShard)
-    return op.emitOpError("declares parameter '")
+    return emitOpErrorAt(op, "declares parameter '")
                << p->name
                << "' differently from an earlier function (shape, dtype, "
                   "padding or shard rule)",
@@ -340,7 +340,7 @@ FailureOr<int> PlanExporter::packIndex(ParameterPackOp op) {
     if (index != it->second)
       for (int piece : pieces)
         if (llvm::is_contained(other, piece))
-          return op.emitOpError("packs parameter '")
+          return emitOpErrorAt(op, "packs parameter '")
                      << plan_.parameters[size_t(piece)]->name
                      << "' that another pack also holds; a parameter is "
                         "stored in at most one pack",
@@ -655,7 +655,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
               return success();
             })
             .Default([&](Operation *other) {
-              return other->emitOpError("has no plan opcode"), failure();
+              return emitOpErrorAt(other, "has no plan opcode"), failure();
             });
     if (failed(ok))
       return failure();
