@@ -397,12 +397,13 @@ Status benchGemms(const LoadedPlan &loaded, const Options &o) {
       where += (where.empty() ? "" : ", ") + f;
     auto candidates = cu::GemmPlan::candidates(lt, s, wsBytes, o.gemmAlgos);
     if (!candidates) {
-      // The executor runs such a matmul with its epilogue unfused; the
-      // table says so instead of ending the benchmark.
+      // Typically a fused epilogue cuBLASLt has no algorithm for (the
+      // executor then runs it unfused): the row says why instead of ending
+      // the benchmark.
       std::cout << "| " << where << " | " << s.batch << " x " << s.m << " x "
                 << s.n << " x " << s.k << " | " << dtypeName(s.dtype)
-                << " | no cuBLASLt algorithm: " << candidates.status().message()
-                << " | | | | | | |\n";
+                << " | no cuBLASLt candidates: "
+                << candidates.status().message() << " | | | | | | |\n";
       continue;
     }
     std::vector<double> ms;

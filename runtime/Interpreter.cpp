@@ -141,11 +141,7 @@ private:
   /// The point-to-point channel of send/recv `op`: its group instance and
   /// stream (one NCCL communicator), this rank and the peer.
   Communicator::Channel channelOf(const plan::Op &op) const {
-    GroupPosition g = groupPosition(plan_, op.group(), in_.rank_);
-    bool sends = syncOpcode(op.opcode()) == OpCode::Send;
-    return {g.instanceKey, int(op.stream()),
-            sends ? g.rankInGroup : int(op.peer()),
-            sends ? int(op.peer()) : g.rankInGroup};
+    return p2pChannel(plan_, op, in_.rank_);
   }
   /// The message of posted receive `ticket` of recv `op`, checked against
   /// its result's size.

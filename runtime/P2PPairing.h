@@ -17,6 +17,7 @@
 #ifndef BRAID_RUNTIME_P2PPAIRING_H
 #define BRAID_RUNTIME_P2PPAIRING_H
 
+#include "runtime/Communicator.h"
 #include "runtime/Status.h"
 #include "runtime/plan_generated.h"
 
@@ -24,6 +25,13 @@
 #include <vector>
 
 namespace braid::rt {
+
+/// The channel of send or receive `op` run by world rank `worldRank`: its
+/// group instance and stream (one NCCL communicator), the sending and the
+/// receiving member (ranks in the group). The one rule for the check below
+/// and the interpreter's messages.
+Communicator::Channel p2pChannel(const plan::Plan &plan, const plan::Op &op,
+                                 int worldRank);
 
 /// Checks that the point-to-point ops pair up when world rank r runs
 /// function number `functionOfRank[r]` of `plan` (one entry per world rank;
@@ -34,7 +42,8 @@ Status checkPointToPointPairing(const plan::Plan &plan,
                                 const std::vector<int> &functionOfRank);
 
 /// checkPointToPointPairing, remembering the assignments that passed, so a
-/// runner pays for it once per assignment, not once per step.
+/// runner pays for it once per assignment, not once per step. Not
+/// thread-safe: a runner runs one step at a time.
 class P2PPairingCache {
 public:
   Status check(const plan::Plan &plan, const std::vector<int> &functionOfRank) {

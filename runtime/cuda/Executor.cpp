@@ -449,8 +449,8 @@ Status CudaRank::setUp() {
   // The communicators' keys (not the communicators): the functions' stream
   // plans index them.
   commKeys_ = planCommunicators(p);
-  // One float per communicator: the warm-up all_reduces run concurrently on
-  // their streams. Zeroed and waited for here, before any of them.
+  // One float per communicator for the warm-up all_reduces, zeroed and
+  // waited for here, before any of them.
   size_t cells = std::max<size_t>(commKeys_.size(), 1) * sizeof(float);
   BRAID_CUDA_CHECK(cudaMalloc(warmUpCell_.out(), cells));
   BRAID_CUDA_CHECK(
@@ -499,19 +499,25 @@ Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
     return Status::ok();
   auto *cell = static_cast<float *>(warmUpCell_.get());
   cudaStream_t main = streams_[0].get();
-  std::vector<Event> joins;
+  // One after the other, each stream waiting for the previous all_reduce:
+  // NCCL kernels of two communicators running concurrently may deadlock
+  // (the hang rule the plan loader enforces on steps), and so may these.
+  std::vector<Event> chain;
+  cudaStream_t last = main;
   for (size_t i = 0; i < comms_.size(); ++i) {
     cudaStream_t s = streams_[size_t(commKeys_[i].stream)].get();
+    if (s != last && !chain.empty())
+      BRAID_CUDA_CHECK(cudaStreamWaitEvent(s, chain.back().get(), 0));
     BRAID_RETURN_IF_ERROR(comms_[i]->allReduce(
         cell + i, cell + i, 1, plan::DType::F32, plan::ReduceKind::Sum, s));
-    if (s == main)
-      continue;
     Event e;
     BRAID_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
     BRAID_CUDA_CHECK(cudaEventRecord(e.get(), s));
-    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, e.get(), 0));
-    joins.push_back(std::move(e));
+    chain.push_back(std::move(e));
+    last = s;
   }
+  if (last != main)
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, chain.back().get(), 0));
   BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
   Status done = waitForStep(stop_.get(), stop);
   if (!done)
@@ -1495,12 +1501,20 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
 Expected<std::vector<TensorMap>>
 CudaRunner::run(const std::string &function,
                 const std::vector<TensorMap> &inputs) {
-  return runPerRank(std::vector<std::string>(ranks_.size(), function), inputs);
+  return runAssigned(std::vector<std::string>(ranks_.size(), function), inputs,
+                     /*everyRankRunsIt=*/true);
 }
 
 Expected<std::vector<TensorMap>>
 CudaRunner::runPerRank(const std::vector<std::string> &functions,
                        const std::vector<TensorMap> &inputs) {
+  return runAssigned(functions, inputs, /*everyRankRunsIt=*/false);
+}
+
+Expected<std::vector<TensorMap>>
+CudaRunner::runAssigned(const std::vector<std::string> &functions,
+                        const std::vector<TensorMap> &inputs,
+                        bool everyRankRunsIt) {
   size_t world = ranks_.size();
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks; this process runs ",
@@ -1514,19 +1528,20 @@ CudaRunner::runPerRank(const std::vector<std::string> &functions,
     if (!ranks_.empty() && !ranks_[0]->hasFunction(function))
       return errorf("plan has no function '", function, "'");
   // Sends without their receives would block their streams until the
-  // collective timeout. Ranks of other processes run what this process's
-  // ranks run when those all run one function (braid-run's steps);
-  // otherwise only this process's assignment is known, and not checked.
+  // collective timeout. The assignment is known when this process holds
+  // every rank, or through run(), whose contract is that every process runs
+  // the function; a pipeline's stages spread over processes are not
+  // checked (each process knows only its own).
   const plan::Plan &root = plan_.root();
-  std::vector<int> functionOfRank(size_t(root.world_size()), -1);
-  bool spmd =
-      std::all_of(functions.begin(), functions.end(),
-                  [&](const std::string &f) { return f == functions[0]; });
-  if (world == size_t(root.world_size()) || (spmd && world > 0)) {
+  bool known =
+      world == size_t(root.world_size()) || (everyRankRunsIt && world > 0);
+  if (known && functions != pairedFunctions_) {
+    std::vector<int> functionOfRank(size_t(root.world_size()));
     for (size_t r = 0; r < functionOfRank.size(); ++r)
       functionOfRank[r] = plan_.functionIndex(
           world == functionOfRank.size() ? functions[r] : functions[0]);
     BRAID_RETURN_IF_ERROR(pairing_.check(root, functionOfRank));
+    pairedFunctions_ = functions;
   }
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);

@@ -134,8 +134,16 @@ public:
 
 private:
   CudaRunner() = default;
+  /// runPerRank; `everyRankRunsIt`: run()'s contract, every rank of every
+  /// process runs functions[0].
+  Expected<std::vector<TensorMap>>
+  runAssigned(const std::vector<std::string> &functions,
+              const std::vector<TensorMap> &inputs, bool everyRankRunsIt);
   LoadedPlan plan_;
   P2PPairingCache pairing_;
+  /// The last assignment that passed the pairing check (the next step's is
+  /// almost always the same).
+  std::vector<std::string> pairedFunctions_;
   std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
   /// The single-GPU test mode's meeting places (null otherwise): the
   /// communicators' groups, and the ranks' steps in graph mode.

@@ -177,14 +177,16 @@ inline Status agreeOnSetup(Bootstrap &processes, const Status &mine) {
 /// collective) only when no rank of any process failed. When a connect
 /// fails, `stop` is set (a rank waiting for its first collective returns
 /// instead of waiting for the timeout), then `releasePeers` runs (waits
-/// `stop` does not reach: the test communicator's), then `abandon(i)` on
-/// the failed rank's own thread (NCCL peers blocked on the host connecting
-/// to it then fail too) and, once every thread is done, `abandon(i)` for
-/// every other rank: a peer of the failed rank may be left in work with
-/// it, and ncclCommDestroy at teardown would wait for it, so the
-/// communicators must be aborted instead. Each rank is abandoned once. Returns
-/// ok, or the root cause: the lowest held rank's set-up error, else another
-/// process's, else the lowest connect error that is not a `stop`.
+/// `stop` does not reach: the test communicator's), then `abandon(i)` runs
+/// on that rank's own thread, for every rank whose connect failed (the
+/// ones that stopped for `stop` too): NCCL peers blocked on the host
+/// connecting to it then fail as well. Once every thread is done,
+/// `abandon(i)` runs for every other rank: a peer of the failed rank may be
+/// left in work with it, and ncclCommDestroy at teardown would wait for
+/// it, so the communicators must be aborted instead. Each rank is
+/// abandoned once. Returns ok, or the root cause: the lowest held rank's
+/// set-up error, else another process's, else the lowest connect error
+/// that is not a `stop`.
 using ConnectRank =
     std::function<Status(size_t rank, const std::atomic<bool> &stop)>;
 

@@ -360,7 +360,8 @@ TEST(Collectives, SendAndRecvOnDifferentStreamsNeverMatch) {
   ASSERT_FALSE(out);
   EXPECT_NE(out.status().message().find(
                 "world rank 0 (function 'stage0', op 0, send) sends to world "
-                "rank 1 of group 'pp' on stream 0, which never receives it"),
+                "rank 1 (rank 1 of 'pp') on stream 0, which never receives "
+                "it"),
             std::string::npos)
       << out.status().message();
 }
@@ -400,18 +401,21 @@ TEST(Collectives, UnpairedPointToPointOpsFailBeforeTheStep) {
   cases.push_back(
       {"two sends, one receive", stages(2, 2, 2, 1),
        "world rank 0 (function 'stage0', op 1, send) sends to world rank 1 "
-       "of group 'pp' on stream 0, which never receives it: that rank "
-       "receives 1 message(s) from world rank 0 there and this is send 2"});
+       "(rank 1 of 'pp') on stream 0, which never receives it: it receives "
+       "1 message(s) from world rank 0 (rank 0 of 'pp') there and this is "
+       "send 2"});
   cases.push_back(
       {"one send, two receives", stages(2, 2, 1, 2),
        "world rank 1 (function 'stage1', op 1, recv) receives from world "
-       "rank 0 of group 'pp' on stream 0, which never sends it: that rank "
-       "sends 1 message(s) to world rank 1 there and this is receive 2"});
+       "rank 0 (rank 0 of 'pp') on stream 0, which never sends it: it sends "
+       "1 message(s) to world rank 1 (rank 1 of 'pp') there and this is "
+       "receive 2"});
   cases.push_back({"sizes differ", stages(2, 3, 1, 1),
-                   "point-to-point message 1 from world rank 0 to world rank "
-                   "1 of group 'pp' on stream 0: world rank 0 (function "
-                   "'stage0', op 0, send) sends 8 bytes, world rank 1 "
-                   "(function 'stage1', op 0, recv) receives 12"});
+                   "point-to-point message 1 from world rank 0 (rank 0 of "
+                   "'pp') to world rank 1 (rank 1 of 'pp') on stream 0: world "
+                   "rank 0 (function 'stage0', op 0, send) sends 8 bytes, "
+                   "world rank 1 (function 'stage1', op 0, recv) receives 12 "
+                   "bytes"});
   for (Case &c : cases) {
     auto start = std::chrono::steady_clock::now();
     auto out = runExchange(c.pb, /*strict=*/false, 60000);
@@ -455,13 +459,14 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   Status alone = checkPointToPointPairing(plan->root(), {0, -1});
   ASSERT_FALSE(alone);
   EXPECT_NE(alone.message().find("world rank 0 (function 'swap', op 1, "
-                                 "send) sends to world rank 1"),
+                                 "send) sends to world rank 1 (rank 1 of "
+                                 "'pp') on stream 0, which runs no function"),
             std::string::npos)
       << alone.message();
   Status idle = checkPointToPointPairing(plan->root(), {-1, 0});
   ASSERT_FALSE(idle);
-  EXPECT_NE(idle.message().find("receives from world rank 0 of group 'pp' "
-                                "on stream 0, which runs no function"),
+  EXPECT_NE(idle.message().find("receives from world rank 0 (rank 0 of "
+                                "'pp') on stream 0, which runs no function"),
             std::string::npos)
       << idle.message();
   auto runner = ThreadedRunner::create(*plan);
@@ -472,6 +477,38 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ((*out)[0].at("y1").toFloats(), (std::vector<float>{3, 4}));
   EXPECT_EQ((*out)[1].at("y0").toFloats(), (std::vector<float>{1, 2}));
+}
+
+// On a 2 x 2 mesh the pipeline group strides over the tensor-parallel one:
+// its instances are world ranks {0, 2} and {1, 3}, and a send to its rank
+// 1 from world rank 0 reaches world rank 2.
+TEST(Collectives, PointToPointPairingOnAMesh) {
+  PlanBuilder pb(4);
+  pb.group("tp", 2);
+  pb.group("pp", 2, /*stride=*/2);
+  FnBuilder first = pb.function("first");
+  int x = first.input("x", {2});
+  plan::OpT &send = first.op(OpCode::Send, {x}, {});
+  send.group = 1;
+  send.peer = 1;
+  FnBuilder second = pb.function("second");
+  second.input("x", {2});
+  int y = second.tensor({2});
+  plan::OpT &recv = second.op(OpCode::Recv, {}, {y});
+  recv.group = 1;
+  recv.peer = 0;
+  second.output("y", y);
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_TRUE(checkPointToPointPairing(plan->root(), {0, 0, 1, 1}));
+  Status crossed = checkPointToPointPairing(plan->root(), {0, 1, 0, 1});
+  ASSERT_FALSE(crossed);
+  EXPECT_NE(crossed.message().find(
+                "world rank 0 (function 'first', op 0, send) sends to world "
+                "rank 2 (rank 1 of 'pp') on stream 0, which never receives "
+                "it"),
+            std::string::npos)
+      << crossed.message();
 }
 
 // Which adjacent point-to-point ops form a group (P2PGroups.h).
