@@ -12,6 +12,17 @@ void Communicator::abort() {
   cv_.notify_all();
 }
 
+Status Communicator::stall() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Longer than the peers wait: their timeout, not this, is the failure.
+  auto deadline =
+      std::chrono::steady_clock::now() + 2 * timeout_ + std::chrono::seconds(1);
+  if (!cv_.wait_until(lock, deadline, [&] { return aborted_; }))
+    return errorf("stuck on purpose (a test fault) past the timeout");
+  return errorf("collective aborted: another rank failed while this one was "
+                "stuck on purpose (a test fault)");
+}
+
 Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int size,
                                                     int rank, Bytes mine) {
   std::unique_lock<std::mutex> lock(mu_);

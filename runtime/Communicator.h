@@ -66,6 +66,11 @@ public:
   /// A lone receive: posted, then waited for.
   Expected<Bytes> recv(const Channel &c);
 
+  /// Waits like a rank that never joins its collective, until abort() (or
+  /// twice the timeout): a test fault, whose peers' waits end at the
+  /// timeout.
+  Status stall();
+
   /// Wakes every waiter with an error; later calls fail at once.
   void abort();
 

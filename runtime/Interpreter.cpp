@@ -560,6 +560,8 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
                                           const ByteTensor *input) {
   GroupPosition g = groupPosition(plan_, op.group(), in_.rank_);
   Communicator &comm = in_.comm_;
+  if (in_.testStuck_)
+    return comm.stall();
   OpCode code = syncOpcode(op.opcode());
   if (code == OpCode::Send) {
     BRAID_RETURN_IF_ERROR(
@@ -1351,12 +1353,14 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   BRAID_RETURN_IF_ERROR(checkHostResources(plan.root(), options));
   std::unique_ptr<ThreadedRunner> r(new ThreadedRunner());
   r->plan_ = plan;
+  r->checkPointToPoint_ = options.checkPointToPoint;
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
     auto in = Interpreter::create(plan, i, *r->comm_, options.seed);
     if (!in)
       return in.status();
+    (*in)->setTestStuck(i == options.testStuckRank);
     r->ranks_.push_back(in.take());
   }
   return r;
@@ -1389,8 +1393,9 @@ ThreadedRunner::runPerRank(const std::vector<std::string> &functions,
   std::vector<int> functionOfRank;
   for (const std::string &name : functions)
     functionOfRank.push_back(plan_.functionIndex(name));
-  if (std::find(functionOfRank.begin(), functionOfRank.end(), -1) ==
-      functionOfRank.end())
+  if (checkPointToPoint_ &&
+      std::find(functionOfRank.begin(), functionOfRank.end(), -1) ==
+          functionOfRank.end())
     BRAID_RETURN_IF_ERROR(pairing_.check(plan_.root(), functionOfRank));
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   BRAID_RETURN_IF_ERROR(runOnThreads(

@@ -72,6 +72,14 @@ struct RunnerOptions {
   int64_t memoryLimitBytes = 0;
   /// Ranks (threads) one runner may run.
   int maxRanks = kMaxCpuRanks;
+  /// Refuse a step whose sends and receives do not pair or cannot complete
+  /// in NCCL's order (P2PPairing.h). Off only for tests that must run a
+  /// deliberately deadlocking exchange (to show how the runtime ends it).
+  bool checkPointToPoint = true;
+  /// TESTS ONLY: this rank never joins its collectives (braid-run
+  /// --test-fault stuck-collective:R), so its peers' steps end at the
+  /// collective timeout.
+  int testStuckRank = -1;
 };
 
 /// Bytes one rank of the CPU interpreter holds for `plan`: its parameter
@@ -126,6 +134,8 @@ public:
     setRunOptions(RunOptions{on, seed});
   }
   const RunOptions &runOptions() const { return options_; }
+  /// TESTS ONLY: this rank never joins a collective (RunnerOptions).
+  void setTestStuck(bool on) { testStuck_ = on; }
 
 private:
   static Expected<std::unique_ptr<Interpreter>>
@@ -139,6 +149,7 @@ private:
   LoadedPlan plan_;
   int rank_;
   Communicator &comm_;
+  bool testStuck_ = false;
   /// Where parameter `index`'s local slice lives: its own tensor, or its
   /// range of its pack.
   uint8_t *parameterData(int index);
@@ -188,6 +199,7 @@ public:
 
 private:
   LoadedPlan plan_;
+  bool checkPointToPoint_ = true;
   P2PPairingCache pairing_;
   std::unique_ptr<Communicator> comm_;
   std::vector<std::unique_ptr<Interpreter>> ranks_;

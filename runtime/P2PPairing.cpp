@@ -4,8 +4,10 @@
 #include "runtime/P2PGroups.h"
 #include "runtime/PlanLoader.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 
 using namespace braid::rt;
 namespace plan = braid::plan;
@@ -45,6 +47,132 @@ std::string describe(const plan::Plan &p, const Message &m) {
   if (op.loc())
     s += ", at " + op.loc()->str();
   return s + ")";
+}
+
+/// Whether every paired message can be delivered when each communicator
+/// (group instance and stream) runs its point-to-point ops in issue order
+/// as NCCL does: an issue unit (a group of adjacent ops, P2PGroups.h, or a
+/// lone op) is posted once the units before it on its communicator have
+/// completed, and completes once the other end of each of its messages is
+/// posted. Units are advanced to a fixed point; one left over is a
+/// deadlock. Other orderings (stream order across communicators, events)
+/// only delay units, so a unit stuck here is stuck on the device too.
+Status
+checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
+                const std::map<Communicator::Channel, ChannelEnds> &channels) {
+  struct Unit {
+    Message first; // its first op
+    std::vector<int> messages;
+  };
+  std::vector<Unit> units;
+  // (world rank, op) -> its unit; per (world rank, communicator) the units
+  // in issue order.
+  std::map<std::pair<int, unsigned>, int> unitOf;
+  std::map<std::tuple<int, int64_t, int>, std::vector<int>> queues;
+  for (size_t r = 0; r < functionOfRank.size(); ++r) {
+    int fi = functionOfRank[r];
+    if (fi < 0)
+      continue;
+    const plan::Function &f = *p.functions()->Get(unsigned(fi));
+    if (!f.ops())
+      continue;
+    std::vector<int> ends = p2pGroupEnds(f);
+    for (unsigned oi = 0; oi < f.ops()->size();) {
+      const plan::Op &op = *f.ops()->Get(oi);
+      if (!isPointToPoint(op.opcode())) {
+        ++oi;
+        continue;
+      }
+      unsigned end = ends[oi] > 0 ? unsigned(ends[oi]) : oi + 1;
+      Communicator::Channel c = p2pChannel(p, op, int(r));
+      int u = int(units.size());
+      units.push_back({{int(r), fi, oi, 0}, {}});
+      queues[{int(r), c.key, c.stream}].push_back(u);
+      for (unsigned m = oi; m < end; ++m)
+        unitOf[{int(r), m}] = u;
+      oi = end;
+    }
+  }
+  // Messages: the two units each must see posted, and their two ops.
+  struct Pair {
+    int first, second; // units: the send's, the receive's
+    Message send, receive;
+  };
+  std::vector<Pair> messages;
+  for (const auto &[key, ends] : channels)
+    for (size_t k = 0; k < ends.sends.size(); ++k) {
+      int a = unitOf.at({ends.sends[k].worldRank, ends.sends[k].op});
+      int b = unitOf.at({ends.receives[k].worldRank, ends.receives[k].op});
+      int id = int(messages.size());
+      messages.push_back({a, b, ends.sends[k], ends.receives[k]});
+      units[size_t(a)].messages.push_back(id);
+      if (b != a)
+        units[size_t(b)].messages.push_back(id);
+    }
+  // posted[u]: u is its queue's current unit or done.
+  std::vector<char> posted(units.size(), 0), done(units.size(), 0);
+  std::vector<size_t> head;
+  std::vector<const std::vector<int> *> order;
+  for (const auto &[key, queue] : queues) {
+    order.push_back(&queue);
+    head.push_back(0);
+    posted[size_t(queue.front())] = 1;
+  }
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t q = 0; q < order.size(); ++q)
+      while (head[q] < order[q]->size()) {
+        const Unit &u = units[size_t((*order[q])[head[q]])];
+        bool ready =
+            std::all_of(u.messages.begin(), u.messages.end(), [&](int m) {
+              return posted[size_t(messages[size_t(m)].first)] &&
+                     posted[size_t(messages[size_t(m)].second)];
+            });
+        if (!ready)
+          break;
+        done[size_t((*order[q])[head[q]])] = 1;
+        if (++head[q] < order[q]->size())
+          posted[size_t((*order[q])[head[q]])] = 1;
+        moved = true;
+      }
+  }
+  for (size_t q = 0; q < order.size(); ++q) {
+    if (head[q] == order[q]->size())
+      continue;
+    int stuck = (*order[q])[head[q]];
+    for (int m : units[size_t(stuck)].messages) {
+      const Pair &pair = messages[size_t(m)];
+      bool sends = pair.first == stuck;
+      int other = sends ? pair.second : pair.first;
+      if (posted[size_t(other)])
+        continue;
+      // What the partner's queue is stuck on before it.
+      int blocking = -1;
+      for (size_t q2 = 0; q2 < order.size(); ++q2)
+        if (std::find(order[q2]->begin(), order[q2]->end(), other) !=
+            order[q2]->end())
+          blocking = (*order[q2])[head[q2]];
+      const plan::Op &op =
+          *p.functions()
+               ->Get(unsigned(units[size_t(stuck)].first.function))
+               ->ops()
+               ->Get(units[size_t(stuck)].first.op);
+      std::string group = p.groups()->Get(unsigned(op.group()))->name()->str();
+      return errorf(
+          describe(p, sends ? pair.send : pair.receive),
+          " never completes: its partner, ",
+          describe(p, sends ? pair.receive : pair.send),
+          ", is issued only after ",
+          blocking >= 0 ? describe(p, units[size_t(blocking)].first)
+                        : std::string("an op that never completes"),
+          " on the same communicator (group '", group, "', stream ",
+          op.stream(),
+          "), which waits in turn. NCCL runs a communicator's sends and "
+          "receives in issue order, and only ops adjacent in the plan go out "
+          "together as one group: this exchange deadlocks");
+    }
+  }
+  return Status::ok();
 }
 
 } // namespace
@@ -130,5 +258,5 @@ braid::rt::checkPointToPointPairing(const plan::Plan &p,
                         : std::string("runs no function"),
                     " (the receive would block its stream forever)");
   }
-  return Status::ok();
+  return checkIssueOrder(p, functionOfRank, channels);
 }

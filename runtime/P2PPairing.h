@@ -10,8 +10,12 @@
 // Messages pair per channel (group instance, stream, sender, receiver: one
 // NCCL communicator and peer), the k-th send with the k-th receive, and a
 // pair must move the same number of bytes. Pairing is necessary, not
-// sufficient: a paired exchange that each rank issues send-first outside a
-// group still deadlocks (P2PGroups.h), and ends at the collective timeout.
+// sufficient: NCCL runs a communicator's sends and receives in issue order,
+// and only adjacent ones go out together (P2PGroups.h), so two ranks that
+// each send before they receive, apart, deadlock. The check then advances
+// every communicator's issue units (groups and lone ops) as NCCL would and
+// refuses an assignment that leaves one stuck. Conservative as the strict
+// interpreter is: NCCL may complete small lone sends from its buffers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_P2PPAIRING_H
@@ -33,11 +37,12 @@ namespace braid::rt {
 Communicator::Channel p2pChannel(const plan::Plan &plan, const plan::Op &op,
                                  int worldRank);
 
-/// Checks that the point-to-point ops pair up when world rank r runs
+/// Checks that the point-to-point ops pair up, and can complete in the
+/// order each communicator issues them, when world rank r runs
 /// function number `functionOfRank[r]` of `plan` (one entry per world rank;
 /// -1: that rank runs nothing). The plan must have passed the loader's
 /// checks (groups, peers and tensors in range). The error names both ranks,
-/// their functions and the op that has no partner.
+/// their functions and the op that has no partner or never completes.
 Status checkPointToPointPairing(const plan::Plan &plan,
                                 const std::vector<int> &functionOfRank);
 

@@ -477,9 +477,10 @@ void CommandLine::addCuda() {
        "slow",
        [this] { o_.singleGpuTest = true; });
   value("--test-fault", "KIND:RANK", "none",
-        "TESTS ONLY, with --single-gpu-test: stuck-collective:R (rank R "
-        "skips its collectives, so its peers' wait until --timeout) or "
-        "failing-rank:R (rank R's step fails before it launches anything)",
+        "TESTS ONLY: stuck-collective:R (rank R skips its collectives, so "
+        "its peers' wait until --timeout; CPU, or CUDA with "
+        "--single-gpu-test) or failing-rank:R (rank R's step fails before "
+        "it launches anything; CUDA with --single-gpu-test)",
         [this](const std::string &v) -> Status {
           size_t colon = v.find(':');
           std::string kind = v.substr(0, colon);
@@ -551,8 +552,12 @@ Status checkCombinations(const Options &o) {
     return errorf("--single-gpu-test needs --backend cuda");
   if (o.tensorCoreAttention && o.backend != "cuda")
     return errorf("--tensor-core-attention needs --backend cuda");
-  if ((o.testStuckRank >= 0 || o.testFailingRank >= 0) && !o.singleGpuTest)
+  if (o.backend == "cuda" && (o.testStuckRank >= 0 || o.testFailingRank >= 0) &&
+      !o.singleGpuTest)
     return errorf("--test-fault needs --single-gpu-test");
+  if (o.backend == "cpu" && o.testFailingRank >= 0)
+    return errorf("--test-fault failing-rank needs --backend cuda "
+                  "--single-gpu-test");
   if (o.strict && o.backend != "cpu")
     return errorf("--strict runs the CPU interpreter: use --backend cpu");
   if (o.strictSeed && !o.strict)

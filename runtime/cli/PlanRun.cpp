@@ -112,6 +112,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     ro.seed = o.seed;
     ro.collectiveTimeout = std::chrono::milliseconds(
         std::max<int64_t>(1, int64_t(o.timeout * 1000)));
+    ro.testStuckRank = o.testStuckRank;
     auto runner = ThreadedRunner::create(plan, ro);
     if (!runner)
       return errorf(path, ": ", runner.status().message());

@@ -1441,6 +1441,7 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   std::unique_ptr<CudaRunner> runner(new CudaRunner());
   runner->held_ = held;
   runner->plan_ = plan;
+  runner->checkPointToPoint_ = options.checkPointToPoint;
   for (size_t i = 0; i < held.size(); ++i)
     runner->ranks_.push_back(
         std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
@@ -1535,7 +1536,7 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   const plan::Plan &root = plan_.root();
   bool known =
       world == size_t(root.world_size()) || (everyRankRunsIt && world > 0);
-  if (known && functions != pairedFunctions_) {
+  if (checkPointToPoint_ && known && functions != pairedFunctions_) {
     std::vector<int> functionOfRank(size_t(root.world_size()));
     for (size_t r = 0; r < functionOfRank.size(); ++r)
       functionOfRank[r] = plan_.functionIndex(

@@ -51,6 +51,10 @@ using TensorMap = std::map<std::string, HostTensor>;
 
 struct ExecutorOptions {
   bool graph = true;   // replay CUDA Graphs (false: eager stream launch)
+  /// Refuse a step whose sends and receives do not pair or cannot complete
+  /// in NCCL's order (P2PPairing.h); off only for tests of how a
+  /// deadlocking exchange ends.
+  bool checkPointToPoint = true;
   uint64_t seed = 0;   // deterministic weights
   size_t gemmWorkspaceBytes = size_t(32) << 20;
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
@@ -140,6 +144,7 @@ private:
   runAssigned(const std::vector<std::string> &functions,
               const std::vector<TensorMap> &inputs, bool everyRankRunsIt);
   LoadedPlan plan_;
+  bool checkPointToPoint_ = true;
   P2PPairingCache pairing_;
   /// The last assignment that passed the pairing check (the next step's is
   /// almost always the same).

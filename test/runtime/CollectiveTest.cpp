@@ -219,12 +219,14 @@ TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
 // call, which deadlocks under NCCL, and the interpreter ends it at the
 // timeout instead of completing it.
 Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
-                                             int timeoutMs) {
+                                             int timeoutMs,
+                                             bool checkPointToPoint = true) {
   auto plan = loadPlan(pb.finish());
   if (!plan)
     return plan.status();
   RunnerOptions o;
   o.collectiveTimeout = std::chrono::milliseconds(timeoutMs);
+  o.checkPointToPoint = checkPointToPoint;
   auto runner = ThreadedRunner::create(*plan, o);
   if (!runner)
     return runner.status();
@@ -247,10 +249,23 @@ TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
 }
 
 TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
+  // Refused before the step (P2PPairing.h), naming the deadlock.
+  PlanBuilder refused = exchangeStages(/*recvFirst=*/false, /*opBetween=*/true);
+  auto early = runExchange(refused, /*strict=*/false, 60000);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.status().message().find(
+                "world rank 0 (function 'stage0', op 0, send) never "
+                "completes: its partner, world rank 1 (function 'stage1', op "
+                "2, recv), is issued only after world rank 1 (function "
+                "'stage1', op 0, send) on the same communicator (group 'pp', "
+                "stream 0)"),
+            std::string::npos)
+      << early.status().message();
+  // Run anyway, the interpreter ends it at the timeout.
   for (bool strict : {false, true}) {
     PlanBuilder pb = exchangeStages(/*recvFirst=*/false, /*opBetween=*/true);
     auto start = std::chrono::steady_clock::now();
-    auto out = runExchange(pb, strict, 300);
+    auto out = runExchange(pb, strict, 300, /*checkPointToPoint=*/false);
     ASSERT_FALSE(out) << (strict ? "strict" : "plain");
     EXPECT_NE(out.status().message().find("no matching receive"),
               std::string::npos)
@@ -264,14 +279,16 @@ TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
 // adjacent, a group that completes; with an op between them, lone posts on
 // one channel (communicator and stream), each waiting for the channel's
 // earlier ops as under NCCL, where the receive queues behind the send.
-// Strict mode, which models the channel, ends it at the timeout; the plain
-// interpreter completes it (it does not model streams).
+// Run anyway, strict mode, which models the channel, ends it at the
+// timeout; the plain interpreter completes it (it does not model streams).
+// The check before the step refuses it.
 TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
   for (bool opBetween : {false, true}) {
     PlanBuilder pb = exchangeStages(/*recvFirst=*/false, opBetween,
                                     /*async=*/true);
     auto start = std::chrono::steady_clock::now();
-    auto out = runExchange(pb, /*strict=*/true, 300);
+    auto out =
+        runExchange(pb, /*strict=*/true, 300, /*checkPointToPoint=*/!opBetween);
     if (!opBetween) {
       ASSERT_TRUE(out) << out.status().message();
       EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
@@ -286,7 +303,16 @@ TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
               std::chrono::seconds(20));
     PlanBuilder plain = exchangeStages(/*recvFirst=*/false, opBetween,
                                        /*async=*/true);
-    EXPECT_TRUE(runExchange(plain, /*strict=*/false, 60000));
+    EXPECT_TRUE(runExchange(plain, /*strict=*/false, 60000,
+                            /*checkPointToPoint=*/false));
+    // The check refuses it in either mode: NCCL may deadlock on it.
+    PlanBuilder checked = exchangeStages(/*recvFirst=*/false, opBetween,
+                                         /*async=*/true);
+    auto refused = runExchange(checked, /*strict=*/false, 60000);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.status().message().find("this exchange deadlocks"),
+              std::string::npos)
+        << refused.status().message();
   }
 }
 
@@ -477,6 +503,46 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   ASSERT_TRUE(out) << out.status().message();
   EXPECT_EQ((*out)[0].at("y1").toFloats(), (std::vector<float>{3, 4}));
   EXPECT_EQ((*out)[1].at("y0").toFloats(), (std::vector<float>{1, 2}));
+}
+
+// Lone sends and receives in matching order (a pipeline: stage 0 sends,
+// then receives; stage 1 receives, then sends back) complete under NCCL:
+// the order check must not refuse them.
+TEST(Collectives, LoneOpsInMatchingOrderPassTheCheck) {
+  PlanBuilder pb(2);
+  pb.group("pp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = pb.function("stage" + std::to_string(r));
+    int x = f.input("x", {2});
+    int y = f.tensor({2}), z = f.tensor({2});
+    auto send = [&] {
+      plan::OpT &o = f.op(OpCode::Send, {x}, {});
+      o.group = 0;
+      o.peer = 1 - r;
+    };
+    auto recv = [&] {
+      plan::OpT &o = f.op(OpCode::Recv, {}, {y});
+      o.group = 0;
+      o.peer = 1 - r;
+    };
+    if (r == 0)
+      send();
+    else
+      recv();
+    f.op(OpCode::Add, {x, x}, {z}); // keeps the two apart: lone ops
+    if (r == 0)
+      recv();
+    else
+      send();
+    f.output("y", y);
+    f.output("z", z);
+  }
+  for (bool strict : {false, true}) {
+    auto out = runExchange(pb, strict, 60000);
+    ASSERT_TRUE(out) << out.status().message();
+    EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
+    EXPECT_EQ((*out)[1].at("y").toFloats(), (std::vector<float>{1, 2}));
+  }
 }
 
 // On a 2 x 2 mesh the pipeline group strides over the tensor-parallel one:
