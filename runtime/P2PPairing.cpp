@@ -49,6 +49,21 @@ std::string describe(const plan::Plan &p, const Message &m) {
   return s + ")";
 }
 
+/// Calls `each(worldRank, functionIndex, function)` for every world rank
+/// that runs a function with ops.
+template <typename Each>
+void forEachRunningRank(const plan::Plan &p,
+                        const std::vector<int> &functionOfRank, Each each) {
+  for (size_t r = 0; r < functionOfRank.size(); ++r) {
+    int fi = functionOfRank[r];
+    if (fi < 0)
+      continue;
+    const plan::Function &f = *p.functions()->Get(unsigned(fi));
+    if (f.ops())
+      each(int(r), fi, f);
+  }
+}
+
 /// Whether every paired message can be delivered when each communicator
 /// (group instance and stream) runs its point-to-point ops in issue order
 /// as NCCL does: an issue unit (a group of adjacent ops, P2PGroups.h, or a
@@ -69,30 +84,25 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
   // in issue order.
   std::map<std::pair<int, unsigned>, int> unitOf;
   std::map<std::tuple<int, int64_t, int>, std::vector<int>> queues;
-  for (size_t r = 0; r < functionOfRank.size(); ++r) {
-    int fi = functionOfRank[r];
-    if (fi < 0)
-      continue;
-    const plan::Function &f = *p.functions()->Get(unsigned(fi));
-    if (!f.ops())
-      continue;
-    std::vector<int> ends = p2pGroupEnds(f);
-    for (unsigned oi = 0; oi < f.ops()->size();) {
-      const plan::Op &op = *f.ops()->Get(oi);
-      if (!isPointToPoint(op.opcode())) {
-        ++oi;
-        continue;
-      }
-      unsigned end = ends[oi] > 0 ? unsigned(ends[oi]) : oi + 1;
-      Communicator::Channel c = p2pChannel(p, op, int(r));
-      int u = int(units.size());
-      units.push_back({{int(r), fi, oi, 0}, {}});
-      queues[{int(r), c.key, c.stream}].push_back(u);
-      for (unsigned m = oi; m < end; ++m)
-        unitOf[{int(r), m}] = u;
-      oi = end;
-    }
-  }
+  forEachRunningRank(
+      p, functionOfRank, [&](int r, int fi, const plan::Function &f) {
+        std::vector<int> ends = p2pGroupEnds(f);
+        for (unsigned oi = 0; oi < f.ops()->size();) {
+          const plan::Op &op = *f.ops()->Get(oi);
+          if (!isPointToPoint(op.opcode())) {
+            ++oi;
+            continue;
+          }
+          unsigned end = ends[oi] > 0 ? unsigned(ends[oi]) : oi + 1;
+          Communicator::Channel c = p2pChannel(p, op, r);
+          int u = int(units.size());
+          units.push_back({{r, fi, oi, 0}, {}});
+          queues[{r, c.key, c.stream}].push_back(u);
+          for (unsigned m = oi; m < end; ++m)
+            unitOf[{r, m}] = u;
+          oi = end;
+        }
+      });
   // Messages: the two units each must see posted, and their two ops.
   struct Pair {
     int first, second; // units: the send's, the receive's
@@ -192,31 +202,26 @@ braid::rt::checkPointToPointPairing(const plan::Plan &p,
   if (!p.functions())
     return Status::ok();
   std::map<Communicator::Channel, ChannelEnds> channels;
-  for (size_t r = 0; r < functionOfRank.size(); ++r) {
-    int fi = functionOfRank[r];
-    if (fi < 0)
-      continue;
-    const plan::Function &f = *p.functions()->Get(unsigned(fi));
-    if (!f.ops())
-      continue;
-    for (unsigned oi = 0; oi < f.ops()->size(); ++oi) {
-      const plan::Op &op = *f.ops()->Get(oi);
-      if (!isPointToPoint(op.opcode()))
-        continue;
-      bool sends = syncOpcode(op.opcode()) == plan::OpCode::Send;
-      GroupPosition g = groupPosition(p, op.group(), int(r));
-      Communicator::Channel key = p2pChannel(p, op, int(r));
-      ChannelEnds &ends = channels[key];
-      ends.group = op.group();
-      ends.sender = key.src;
-      ends.receiver = key.dst;
-      ends.senderWorld = g.memberWorldRank(key.src);
-      ends.receiverWorld = g.memberWorldRank(key.dst);
-      int t = sends ? op.operands()->Get(0) : op.results()->Get(0);
-      (sends ? ends.sends : ends.receives)
-          .push_back({int(r), fi, oi, tensorBytes(f, t)});
-    }
-  }
+  forEachRunningRank(
+      p, functionOfRank, [&](int r, int fi, const plan::Function &f) {
+        for (unsigned oi = 0; oi < f.ops()->size(); ++oi) {
+          const plan::Op &op = *f.ops()->Get(oi);
+          if (!isPointToPoint(op.opcode()))
+            continue;
+          bool sends = syncOpcode(op.opcode()) == plan::OpCode::Send;
+          GroupPosition g = groupPosition(p, op.group(), r);
+          Communicator::Channel key = p2pChannel(p, op, r);
+          ChannelEnds &ends = channels[key];
+          ends.group = op.group();
+          ends.sender = key.src;
+          ends.receiver = key.dst;
+          ends.senderWorld = g.memberWorldRank(key.src);
+          ends.receiverWorld = g.memberWorldRank(key.dst);
+          int t = sends ? op.operands()->Get(0) : op.results()->Get(0);
+          (sends ? ends.sends : ends.receives)
+              .push_back({r, fi, oi, tensorBytes(f, t)});
+        }
+      });
   auto runs = [&](int worldRank) {
     return worldRank < int(functionOfRank.size()) &&
            functionOfRank[size_t(worldRank)] >= 0;
