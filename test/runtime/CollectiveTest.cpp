@@ -177,6 +177,16 @@ TEST(Collectives, AsyncAllReduceWithComputeInBetween) {
 }
 
 namespace {
+/// A send or receive (sync or start) of `f` to or from `peer` of group
+/// `group`.
+plan::OpT &p2pOp(FnBuilder &f, OpCode code, std::vector<int> operands,
+                 std::vector<int> results, int peer, int group = 0) {
+  plan::OpT &o = f.op(code, std::move(operands), std::move(results));
+  o.group = group;
+  o.peer = peer;
+  return o;
+}
+
 // Rank 0 runs "stage0", rank 1 runs "stage1" (pipeline stages).
 Expected<std::vector<TensorMap>> runStages(PlanBuilder &pb,
                                            std::vector<TensorMap> inputs) {
@@ -323,9 +333,8 @@ TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
 TEST(Collectives, MixedGroupsAndTheirOrder) {
   auto p2p = [](FnBuilder &f, OpCode code, std::vector<int> operands,
                 std::vector<int> results, int peer, int handle = -1) {
-    plan::OpT &o = f.op(code, operands, results);
-    o.group = 0;
-    o.peer = peer;
+    plan::OpT &o =
+        p2pOp(f, code, std::move(operands), std::move(results), peer);
     if (handle >= 0)
       o.handle = handle;
   };
@@ -402,18 +411,13 @@ TEST(Collectives, UnpairedPointToPointOpsFailBeforeTheStep) {
     pb.group("pp", 2);
     FnBuilder s0 = pb.function("stage0");
     int x = s0.input("x", {sent});
-    for (int i = 0; i < sends; ++i) {
-      plan::OpT &o = s0.op(OpCode::Send, {x}, {});
-      o.group = 0;
-      o.peer = 1;
-    }
+    for (int i = 0; i < sends; ++i)
+      p2pOp(s0, OpCode::Send, {x}, {}, /*peer=*/1);
     FnBuilder s1 = pb.function("stage1");
     s1.input("x", {sent});
     for (int i = 0; i < recvs; ++i) {
       int y = s1.tensor({received});
-      plan::OpT &o = s1.op(OpCode::Recv, {}, {y});
-      o.group = 0;
-      o.peer = 0;
+      p2pOp(s1, OpCode::Recv, {}, {y}, /*peer=*/0);
       s1.output("y" + std::to_string(i), y);
     }
     return pb;
@@ -467,16 +471,11 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   pb.group("pp", 2);
   FnBuilder f = pb.function("swap");
   int x = f.input("x", {2});
-  for (int peer : {0, 1}) {
-    plan::OpT &o = f.op(OpCode::Send, {x}, {});
-    o.group = 0;
-    o.peer = peer;
-  }
+  for (int peer : {0, 1})
+    p2pOp(f, OpCode::Send, {x}, {}, peer);
   for (int peer : {0, 1}) {
     int y = f.tensor({2});
-    plan::OpT &o = f.op(OpCode::Recv, {}, {y});
-    o.group = 0;
-    o.peer = peer;
+    p2pOp(f, OpCode::Recv, {}, {y}, peer);
     f.output("y" + std::to_string(peer), y);
   }
   auto plan = loadPlan(pb.finish());
@@ -515,16 +514,8 @@ TEST(Collectives, LoneOpsInMatchingOrderPassTheCheck) {
     FnBuilder f = pb.function("stage" + std::to_string(r));
     int x = f.input("x", {2});
     int y = f.tensor({2}), z = f.tensor({2});
-    auto send = [&] {
-      plan::OpT &o = f.op(OpCode::Send, {x}, {});
-      o.group = 0;
-      o.peer = 1 - r;
-    };
-    auto recv = [&] {
-      plan::OpT &o = f.op(OpCode::Recv, {}, {y});
-      o.group = 0;
-      o.peer = 1 - r;
-    };
+    auto send = [&] { p2pOp(f, OpCode::Send, {x}, {}, 1 - r); };
+    auto recv = [&] { p2pOp(f, OpCode::Recv, {}, {y}, 1 - r); };
     if (r == 0)
       send();
     else
@@ -554,15 +545,11 @@ TEST(Collectives, PointToPointPairingOnAMesh) {
   pb.group("pp", 2, /*stride=*/2);
   FnBuilder first = pb.function("first");
   int x = first.input("x", {2});
-  plan::OpT &send = first.op(OpCode::Send, {x}, {});
-  send.group = 1;
-  send.peer = 1;
+  p2pOp(first, OpCode::Send, {x}, {}, /*peer=*/1, /*group=*/1);
   FnBuilder second = pb.function("second");
   second.input("x", {2});
   int y = second.tensor({2});
-  plan::OpT &recv = second.op(OpCode::Recv, {}, {y});
-  recv.group = 1;
-  recv.peer = 0;
+  p2pOp(second, OpCode::Recv, {}, {y}, /*peer=*/0, /*group=*/1);
   second.output("y", y);
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
