@@ -27,10 +27,6 @@ const plan::Tensor *bindingTensor(const plan::Function &f,
   return nullptr;
 }
 
-Shape shapeOf(const plan::Tensor &t) {
-  return t.shape() ? Shape(t.shape()->begin(), t.shape()->end()) : Shape{};
-}
-
 } // namespace
 
 /// `<prefix><N>` with N a positive integer: N; 0 for any other name.
@@ -100,7 +96,7 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
       return errorf("function '", name,
                     "' needs inputs 'input_ids' and 'positions' and an "
                     "output 'logits'");
-    Shape idShape = shapeOf(*ids), posShape = shapeOf(*pos),
+    Shape idShape = tensorShape(*ids), posShape = tensorShape(*pos),
           logitShape = wholeShape(*f, *logits); // gathered if sharded
     if (idShape.size() != 2 || posShape != idShape)
       return errorf("function '", name, "': input_ids ",
@@ -168,7 +164,7 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
           unsigned t = unsigned(op->operands()->Get(3));
           if (!f->tensors() || t >= f->tensors()->size())
             continue; // the loader refuses it; nothing to learn here
-          Shape cache = shapeOf(*f->tensors()->Get(t));
+          Shape cache = tensorShape(*f->tensors()->Get(t));
           if (cache.size() >= 2 && cache[1] > 0 &&
               (shape.cacheRows == 0 || cache[1] < shape.cacheRows))
             shape.cacheRows = cache[1];
@@ -188,10 +184,10 @@ Expected<GenerationShape> braid::rt::generationShape(const plan::Plan &p) {
                     " tokens per sequence; its name says ", bucket.tokens);
     if (const plan::Tensor *rows =
             bindingTensor(*f, f->inputs(), "logit_rows")) {
-      if (shapeOf(*rows) != Shape{shape.batch, 1} ||
+      if (tensorShape(*rows) != Shape{shape.batch, 1} ||
           isFloatType(rows->dtype()))
         return errorf("function '", name, "': logit_rows ",
-                      formatShape(shapeOf(*rows)), " ",
+                      formatShape(tensorShape(*rows)), " ",
                       dtypeName(rows->dtype()), " must be integer [",
                       shape.batch, ", 1]");
       bucket.logitRows = true;

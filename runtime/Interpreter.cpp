@@ -1388,15 +1388,9 @@ ThreadedRunner::runPerRank(const std::vector<std::string> &functions,
   if (inputs.size() != 1 && inputs.size() != world)
     return errorf("got inputs for ", inputs.size(), " ranks, world is ", world);
   // A send without its receive would end at the collective timeout; with
-  // the whole assignment known it is an error now. An unknown function is
-  // its rank's error.
-  std::vector<int> functionOfRank;
-  for (const std::string &name : functions)
-    functionOfRank.push_back(plan_.functionIndex(name));
-  if (checkPointToPoint_ &&
-      std::find(functionOfRank.begin(), functionOfRank.end(), -1) ==
-          functionOfRank.end())
-    BRAID_RETURN_IF_ERROR(pairing_.check(plan_.root(), functionOfRank));
+  // the whole assignment known it is an error now.
+  if (checkPointToPoint_)
+    BRAID_RETURN_IF_ERROR(pairing_.check(plan_, functions));
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   BRAID_RETURN_IF_ERROR(runOnThreads(
       world,

@@ -31,11 +31,7 @@ struct ChannelEnds {
 
 int64_t tensorBytes(const plan::Function &f, int t) {
   const plan::Tensor &tensor = *f.tensors()->Get(unsigned(t));
-  int64_t n = 1;
-  if (tensor.shape())
-    for (int64_t d : *tensor.shape())
-      n *= d;
-  return n * int64_t(dtypeSize(tensor.dtype()));
+  return numElements(tensorShape(tensor)) * int64_t(dtypeSize(tensor.dtype()));
 }
 
 std::string describe(const plan::Plan &p, const Message &m) {
@@ -119,8 +115,8 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
       if (b != a)
         units[size_t(b)].messages.push_back(id);
     }
-  // posted[u]: u is its queue's current unit or done.
-  std::vector<char> posted(units.size(), 0), done(units.size(), 0);
+  // posted[u]: u is its queue's current unit or has completed.
+  std::vector<char> posted(units.size(), 0);
   std::vector<size_t> head;
   std::vector<const std::vector<int> *> order;
   for (const auto &[key, queue] : queues) {
@@ -140,7 +136,6 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
             });
         if (!ready)
           break;
-        done[size_t((*order[q])[head[q]])] = 1;
         if (++head[q] < order[q]->size())
           posted[size_t((*order[q])[head[q]])] = 1;
         moved = true;
@@ -264,4 +259,19 @@ braid::rt::checkPointToPointPairing(const plan::Plan &p,
                     " (the receive would block its stream forever)");
   }
   return checkIssueOrder(p, functionOfRank, channels);
+}
+
+Status P2PPairingCache::check(const LoadedPlan &plan,
+                              const std::vector<std::string> &functionOfRank) {
+  if (passed_.count(functionOfRank))
+    return Status::ok();
+  std::vector<int> indices;
+  for (const std::string &name : functionOfRank) {
+    indices.push_back(plan.functionIndex(name));
+    if (indices.back() < 0)
+      return Status::ok();
+  }
+  BRAID_RETURN_IF_ERROR(checkPointToPointPairing(plan.root(), indices));
+  passed_.insert(functionOfRank);
+  return Status::ok();
 }

@@ -22,10 +22,12 @@
 #define BRAID_RUNTIME_P2PPAIRING_H
 
 #include "runtime/Communicator.h"
+#include "runtime/PlanLoader.h"
 #include "runtime/Status.h"
 #include "runtime/plan_generated.h"
 
 #include <set>
+#include <string>
 #include <vector>
 
 namespace braid::rt {
@@ -46,21 +48,18 @@ Communicator::Channel p2pChannel(const plan::Plan &plan, const plan::Op &op,
 Status checkPointToPointPairing(const plan::Plan &plan,
                                 const std::vector<int> &functionOfRank);
 
-/// checkPointToPointPairing, remembering the assignments that passed, so a
-/// runner pays for it once per assignment, not once per step. Not
-/// thread-safe: a runner runs one step at a time.
+/// checkPointToPointPairing with world rank r running the function named
+/// `functionOfRank[r]`, remembering the assignments that passed, so a
+/// runner pays for it once per assignment, not once per step. A name the
+/// plan lacks is left to the step to report. Not thread-safe: a runner runs
+/// one step at a time.
 class P2PPairingCache {
 public:
-  Status check(const plan::Plan &plan, const std::vector<int> &functionOfRank) {
-    if (passed_.count(functionOfRank))
-      return Status::ok();
-    BRAID_RETURN_IF_ERROR(checkPointToPointPairing(plan, functionOfRank));
-    passed_.insert(functionOfRank);
-    return Status::ok();
-  }
+  Status check(const LoadedPlan &plan,
+               const std::vector<std::string> &functionOfRank);
 
 private:
-  std::set<std::vector<int>> passed_;
+  std::set<std::vector<std::string>> passed_;
 };
 
 } // namespace braid::rt

@@ -994,6 +994,10 @@ private:
 };
 } // namespace
 
+Shape braid::rt::tensorShape(const plan::Tensor &t) {
+  return toShape(t.shape());
+}
+
 // The FlatBuffers Verifier (2.0.8, and later versions alike) checks that a
 // vector's length prefix is 4-byte aligned and that its bytes are inside the
 // buffer, but not that its elements are aligned for their type. A corrupted

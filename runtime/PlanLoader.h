@@ -111,6 +111,9 @@ struct ParameterPacking {
 /// The packing of a plan that passed checkPlanSemantics.
 ParameterPacking parameterPacking(const plan::Plan &plan);
 
+/// A plan tensor's shape (empty: a scalar).
+Shape tensorShape(const plan::Tensor &t);
+
 /// Position of world rank `worldRank` in plan group `group`.
 GroupPosition groupPosition(const plan::Plan &plan, int group, int worldRank);
 

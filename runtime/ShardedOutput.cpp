@@ -1,6 +1,7 @@
 //===- ShardedOutput.cpp - Outputs each rank holds a block of -------------===//
 #include "runtime/ShardedOutput.h"
 #include "runtime/GroupLayout.h"
+#include "runtime/PlanLoader.h"
 
 #include <algorithm>
 #include <cstring>
@@ -17,13 +18,12 @@ const plan::Binding *braid::rt::outputBinding(const plan::Function &f,
   return nullptr;
 }
 
-static Shape tensorShape(const plan::Function &f, const plan::Binding &b) {
-  const plan::Tensor *t = f.tensors()->Get(unsigned(b.tensor()));
-  return t->shape() ? Shape(t->shape()->begin(), t->shape()->end()) : Shape{};
+static Shape bindingShape(const plan::Function &f, const plan::Binding &b) {
+  return tensorShape(*f.tensors()->Get(unsigned(b.tensor())));
 }
 
 Shape braid::rt::wholeShape(const plan::Function &f, const plan::Binding &b) {
-  Shape shape = tensorShape(f, b);
+  Shape shape = bindingShape(f, b);
   if (b.shard_group() != -1)
     shape[size_t(b.shard_dim())] = b.full_size();
   return shape;
@@ -33,7 +33,7 @@ Expected<HostTensor>
 braid::rt::gatherOutput(const plan::Plan &plan, const plan::Function &f,
                         const plan::Binding &b, int worldRank,
                         const std::function<const HostTensor *(int)> &blockOf) {
-  Shape blockShape = tensorShape(f, b);
+  Shape blockShape = bindingShape(f, b);
   plan::DType dtype = f.tensors()->Get(unsigned(b.tensor()))->dtype();
   std::string what =
       "output '" + b.name()->str() + "' of '" + f.name()->str() + "'";

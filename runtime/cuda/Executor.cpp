@@ -1533,17 +1533,12 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   // every rank, or through run(), whose contract is that every process runs
   // the function; a pipeline's stages spread over processes are not
   // checked (each process knows only its own).
-  const plan::Plan &root = plan_.root();
-  bool known =
-      world == size_t(root.world_size()) || (everyRankRunsIt && world > 0);
-  if (checkPointToPoint_ && known && functions != pairedFunctions_) {
-    std::vector<int> functionOfRank(size_t(root.world_size()));
-    for (size_t r = 0; r < functionOfRank.size(); ++r)
-      functionOfRank[r] = plan_.functionIndex(
-          world == functionOfRank.size() ? functions[r] : functions[0]);
-    BRAID_RETURN_IF_ERROR(pairing_.check(root, functionOfRank));
-    pairedFunctions_ = functions;
-  }
+  size_t worldSize = size_t(plan_.root().world_size());
+  if (checkPointToPoint_ && world == worldSize)
+    BRAID_RETURN_IF_ERROR(pairing_.check(plan_, functions));
+  else if (checkPointToPoint_ && everyRankRunsIt && world > 0)
+    BRAID_RETURN_IF_ERROR(pairing_.check(
+        plan_, std::vector<std::string>(worldSize, functions[0])));
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);

@@ -146,9 +146,6 @@ private:
   LoadedPlan plan_;
   bool checkPointToPoint_ = true;
   P2PPairingCache pairing_;
-  /// The last assignment that passed the pairing check (the next step's is
-  /// almost always the same).
-  std::vector<std::string> pairedFunctions_;
   std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
   /// The single-GPU test mode's meeting places (null otherwise): the
   /// communicators' groups, and the ranks' steps in graph mode.
