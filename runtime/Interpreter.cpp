@@ -1353,7 +1353,7 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   BRAID_RETURN_IF_ERROR(checkHostResources(plan.root(), options));
   std::unique_ptr<ThreadedRunner> r(new ThreadedRunner());
   r->plan_ = plan;
-  r->checkPointToPoint_ = options.checkPointToPoint;
+  r->checkCommunication_ = options.checkCommunication;
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
@@ -1389,8 +1389,8 @@ ThreadedRunner::runPerRank(const std::vector<std::string> &functions,
     return errorf("got inputs for ", inputs.size(), " ranks, world is ", world);
   // A send without its receive would end at the collective timeout; with
   // the whole assignment known it is an error now.
-  if (checkPointToPoint_)
-    BRAID_RETURN_IF_ERROR(pairing_.check(plan_, functions));
+  if (checkCommunication_)
+    BRAID_RETURN_IF_ERROR(matching_.check(plan_, functions));
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   BRAID_RETURN_IF_ERROR(runOnThreads(
       world,

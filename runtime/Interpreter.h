@@ -22,9 +22,9 @@
 #ifndef BRAID_RUNTIME_INTERPRETER_H
 #define BRAID_RUNTIME_INTERPRETER_H
 
+#include "runtime/CommMatching.h"
 #include "runtime/Communicator.h"
 #include "runtime/HostTensor.h"
-#include "runtime/P2PPairing.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
@@ -72,10 +72,11 @@ struct RunnerOptions {
   int64_t memoryLimitBytes = 0;
   /// Ranks (threads) one runner may run.
   int maxRanks = kMaxCpuRanks;
-  /// Refuse a step whose sends and receives do not pair or cannot complete
-  /// in NCCL's order (P2PPairing.h). Off only for tests that must run a
+  /// Refuse a step whose sends, receives and collectives do not match
+  /// across the ranks or cannot complete
+  /// in NCCL's order (CommMatching.h). Off only for tests that must run a
   /// deliberately deadlocking exchange (to show how the runtime ends it).
-  bool checkPointToPoint = true;
+  bool checkCommunication = true;
   /// TESTS ONLY: this rank never joins its collectives (braid-run
   /// --test-fault stuck-collective:R), so its peers' steps end at the
   /// collective timeout.
@@ -199,8 +200,8 @@ public:
 
 private:
   LoadedPlan plan_;
-  bool checkPointToPoint_ = true;
-  P2PPairingCache pairing_;
+  bool checkCommunication_ = true;
+  CommMatchingCache matching_;
   std::unique_ptr<Communicator> comm_;
   std::vector<std::unique_ptr<Interpreter>> ranks_;
 };

@@ -4,7 +4,7 @@
 set(BRAID_RUNTIME_SOURCES
   ScheduleCheck.cpp
   PlanLoader.cpp
-  P2PPairing.cpp
+  CommMatching.cpp
   PlanText.cpp
   Generation.cpp
   ShardedOutput.cpp

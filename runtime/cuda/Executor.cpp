@@ -1441,7 +1441,7 @@ CudaRunner::create(LoadedPlan plan, const ExecutorOptions &options,
   std::unique_ptr<CudaRunner> runner(new CudaRunner());
   runner->held_ = held;
   runner->plan_ = plan;
-  runner->checkPointToPoint_ = options.checkPointToPoint;
+  runner->checkCommunication_ = options.checkCommunication;
   for (size_t i = 0; i < held.size(); ++i)
     runner->ranks_.push_back(
         std::make_unique<CudaRank>(plan, held[i], gpus[i], options));
@@ -1534,10 +1534,10 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   // the function; a pipeline's stages spread over processes are not
   // checked (each process knows only its own).
   size_t worldSize = size_t(plan_.root().world_size());
-  if (checkPointToPoint_ && world == worldSize)
-    BRAID_RETURN_IF_ERROR(pairing_.check(plan_, functions));
-  else if (checkPointToPoint_ && everyRankRunsIt && world > 0)
-    BRAID_RETURN_IF_ERROR(pairing_.check(
+  if (checkCommunication_ && world == worldSize)
+    BRAID_RETURN_IF_ERROR(matching_.check(plan_, functions));
+  else if (checkCommunication_ && everyRankRunsIt && world > 0)
+    BRAID_RETURN_IF_ERROR(matching_.check(
         plan_, std::vector<std::string>(worldSize, functions[0])));
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);

@@ -33,8 +33,8 @@
 #define BRAID_RUNTIME_CUDA_EXECUTOR_H
 
 #include "runtime/Bootstrap.h"
+#include "runtime/CommMatching.h"
 #include "runtime/HostTensor.h"
-#include "runtime/P2PPairing.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
@@ -51,10 +51,11 @@ using TensorMap = std::map<std::string, HostTensor>;
 
 struct ExecutorOptions {
   bool graph = true;   // replay CUDA Graphs (false: eager stream launch)
-  /// Refuse a step whose sends and receives do not pair or cannot complete
-  /// in NCCL's order (P2PPairing.h); off only for tests of how a
+  /// Refuse a step whose sends, receives and collectives do not match
+  /// across the ranks or cannot complete
+  /// in NCCL's order (CommMatching.h); off only for tests of how a
   /// deadlocking exchange ends.
-  bool checkPointToPoint = true;
+  bool checkCommunication = true;
   uint64_t seed = 0;   // deterministic weights
   size_t gemmWorkspaceBytes = size_t(32) << 20;
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
@@ -144,8 +145,8 @@ private:
   runAssigned(const std::vector<std::string> &functions,
               const std::vector<TensorMap> &inputs, bool everyRankRunsIt);
   LoadedPlan plan_;
-  bool checkPointToPoint_ = true;
-  P2PPairingCache pairing_;
+  bool checkCommunication_ = true;
+  CommMatchingCache matching_;
   std::vector<std::unique_ptr<CudaRank>> ranks_; // by position in held_
   /// The single-GPU test mode's meeting places (null otherwise): the
   /// communicators' groups, and the ranks' steps in graph mode.

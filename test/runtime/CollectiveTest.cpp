@@ -4,9 +4,9 @@
 // and the expected outputs are worked out by hand.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/CommMatching.h"
 #include "runtime/Interpreter.h"
 #include "runtime/P2PGroups.h"
-#include "runtime/P2PPairing.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -230,13 +230,13 @@ TEST(Collectives, AsyncRecvBeforeSendOnBothRanksDoesNotDeadlock) {
 // timeout instead of completing it.
 Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
                                              int timeoutMs,
-                                             bool checkPointToPoint = true) {
+                                             bool checkCommunication = true) {
   auto plan = loadPlan(pb.finish());
   if (!plan)
     return plan.status();
   RunnerOptions o;
   o.collectiveTimeout = std::chrono::milliseconds(timeoutMs);
-  o.checkPointToPoint = checkPointToPoint;
+  o.checkCommunication = checkCommunication;
   auto runner = ThreadedRunner::create(*plan, o);
   if (!runner)
     return runner.status();
@@ -246,6 +246,26 @@ Expected<std::vector<TensorMap>> runExchange(PlanBuilder &pb, bool strict,
       {"stage0", "stage1"},
       {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
        {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}}});
+}
+
+/// Stages the check before the step refuses: each must fail with `error`
+/// at once, well before the collective timeout (60 s).
+struct RefusedCase {
+  const char *what;
+  PlanBuilder pb;
+  const char *error;
+};
+void expectRefusedBeforeTheStep(std::vector<RefusedCase> &cases) {
+  for (RefusedCase &c : cases) {
+    auto start = std::chrono::steady_clock::now();
+    auto out = runExchange(c.pb, /*strict=*/false, 60000);
+    ASSERT_FALSE(out) << c.what;
+    EXPECT_NE(out.status().message().find(c.error), std::string::npos)
+        << c.what << ": " << out.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20))
+        << c.what;
+  }
 }
 
 TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
@@ -259,7 +279,7 @@ TEST(Collectives, AdjacentSendAndRecvOnBothRanksRunAsAGroup) {
 }
 
 TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
-  // Refused before the step (P2PPairing.h), naming the deadlock.
+  // Refused before the step (CommMatching.h), naming the deadlock.
   PlanBuilder refused = exchangeStages(/*recvFirst=*/false, /*opBetween=*/true);
   auto early = runExchange(refused, /*strict=*/false, 60000);
   ASSERT_FALSE(early);
@@ -275,7 +295,7 @@ TEST(Collectives, LoneSendThenRecvOnBothRanksDeadlocksAsUnderNccl) {
   for (bool strict : {false, true}) {
     PlanBuilder pb = exchangeStages(/*recvFirst=*/false, /*opBetween=*/true);
     auto start = std::chrono::steady_clock::now();
-    auto out = runExchange(pb, strict, 300, /*checkPointToPoint=*/false);
+    auto out = runExchange(pb, strict, 300, /*checkCommunication=*/false);
     ASSERT_FALSE(out) << (strict ? "strict" : "plain");
     EXPECT_NE(out.status().message().find("no matching receive"),
               std::string::npos)
@@ -297,8 +317,8 @@ TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
     PlanBuilder pb = exchangeStages(/*recvFirst=*/false, opBetween,
                                     /*async=*/true);
     auto start = std::chrono::steady_clock::now();
-    auto out =
-        runExchange(pb, /*strict=*/true, 300, /*checkPointToPoint=*/!opBetween);
+    auto out = runExchange(pb, /*strict=*/true, 300,
+                           /*checkCommunication=*/!opBetween);
     if (!opBetween) {
       ASSERT_TRUE(out) << out.status().message();
       EXPECT_EQ((*out)[0].at("y").toFloats(), (std::vector<float>{3, 4}));
@@ -314,7 +334,7 @@ TEST(Collectives, LoneSendStartThenRecvStartDeadlocksInStrictMode) {
     PlanBuilder plain = exchangeStages(/*recvFirst=*/false, opBetween,
                                        /*async=*/true);
     EXPECT_TRUE(runExchange(plain, /*strict=*/false, 60000,
-                            /*checkPointToPoint=*/false));
+                            /*checkCommunication=*/false));
     // The check refuses it in either mode: NCCL may deadlock on it.
     PlanBuilder checked = exchangeStages(/*recvFirst=*/false, opBetween,
                                          /*async=*/true);
@@ -401,7 +421,7 @@ TEST(Collectives, SendAndRecvOnDifferentStreamsNeverMatch) {
       << out.status().message();
 }
 
-// Sends and receives are paired before the step (P2PPairing.h): a send
+// Sends and receives are paired before the step (CommMatching.h): a send
 // nobody receives, a receive nobody sends, or a pair of different sizes is
 // an error naming both ranks at once, not a wait for the collective
 // timeout (60 s here).
@@ -422,12 +442,7 @@ TEST(Collectives, UnpairedPointToPointOpsFailBeforeTheStep) {
     }
     return pb;
   };
-  struct Case {
-    const char *what;
-    PlanBuilder pb;
-    const char *error;
-  };
-  std::vector<Case> cases;
+  std::vector<RefusedCase> cases;
   cases.push_back(
       {"two sends, one receive", stages(2, 2, 2, 1),
        "world rank 0 (function 'stage0', op 1, send) sends to world rank 1 "
@@ -446,16 +461,7 @@ TEST(Collectives, UnpairedPointToPointOpsFailBeforeTheStep) {
                    "rank 0 (function 'stage0', op 0, send) sends 8 bytes, "
                    "world rank 1 (function 'stage1', op 0, recv) receives 12 "
                    "bytes"});
-  for (Case &c : cases) {
-    auto start = std::chrono::steady_clock::now();
-    auto out = runExchange(c.pb, /*strict=*/false, 60000);
-    ASSERT_FALSE(out) << c.what;
-    EXPECT_NE(out.status().message().find(c.error), std::string::npos)
-        << c.what << ": " << out.status().message();
-    EXPECT_LT(std::chrono::steady_clock::now() - start,
-              std::chrono::seconds(20))
-        << c.what;
-  }
+  expectRefusedBeforeTheStep(cases);
   // Paired, the same stages run.
   PlanBuilder paired = stages(2, 2, 2, 2);
   auto out = runExchange(paired, /*strict=*/false, 60000);
@@ -480,15 +486,15 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   }
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
-  EXPECT_TRUE(checkPointToPointPairing(plan->root(), {0, 0}));
-  Status alone = checkPointToPointPairing(plan->root(), {0, -1});
+  EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 0}));
+  Status alone = checkCommunicationMatching(plan->root(), {0, -1});
   ASSERT_FALSE(alone);
   EXPECT_NE(alone.message().find("world rank 0 (function 'swap', op 1, "
                                  "send) sends to world rank 1 (rank 1 of "
                                  "'pp') on stream 0, which runs no function"),
             std::string::npos)
       << alone.message();
-  Status idle = checkPointToPointPairing(plan->root(), {-1, 0});
+  Status idle = checkCommunicationMatching(plan->root(), {-1, 0});
   ASSERT_FALSE(idle);
   EXPECT_NE(idle.message().find("receives from world rank 0 (rank 0 of "
                                 "'pp') on stream 0, which runs no function"),
@@ -553,8 +559,8 @@ TEST(Collectives, PointToPointPairingOnAMesh) {
   second.output("y", y);
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
-  EXPECT_TRUE(checkPointToPointPairing(plan->root(), {0, 0, 1, 1}));
-  Status crossed = checkPointToPointPairing(plan->root(), {0, 1, 0, 1});
+  EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 0, 1, 1}));
+  Status crossed = checkCommunicationMatching(plan->root(), {0, 1, 0, 1});
   ASSERT_FALSE(crossed);
   EXPECT_NE(crossed.message().find(
                 "world rank 0 (function 'first', op 0, send) sends to world "
@@ -562,6 +568,152 @@ TEST(Collectives, PointToPointPairingOnAMesh) {
                 "it"),
             std::string::npos)
       << crossed.message();
+}
+
+// Pipeline stages that share a group also share its collectives: every
+// member issues as many on each communicator (group instance, stream), and
+// the k-th of each agree in what NCCL needs (CommMatching.h). Anything
+// else is an error before the step, naming both ranks, instead of a wait
+// for the collective timeout (60 s here) on the CPU and a hang on NCCL.
+TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
+  // stage0 all_reduces x; stage1 runs `code` over `elements` with `kind`.
+  auto stages = [](int count, OpCode code, int64_t elements,
+                   plan::ReduceKind kind = plan::ReduceKind::Sum) {
+    PlanBuilder pb(2);
+    pb.group("dp", 2);
+    FnBuilder s0 = pb.function("stage0");
+    int x = s0.input("x", {2});
+    int y = s0.tensor({2});
+    s0.op(OpCode::AllReduce, {x}, {y}).group = 0;
+    s0.output("y", y);
+    FnBuilder s1 = pb.function("stage1");
+    int x1 = s1.input("x", {2});
+    int in = x1;
+    if (elements != 2) {
+      in = s1.tensor({elements});
+      s1.op(OpCode::Concat, {x1, x1}, {in}).dim = 0;
+    }
+    int out = in;
+    for (int i = 0; i < count; ++i) {
+      out = s1.tensor({code == OpCode::AllGather ? 2 * elements : elements});
+      plan::OpT &c = s1.op(code, {in}, {out});
+      c.group = 0;
+      c.reduce_kind = kind;
+    }
+    s1.output("y", out);
+    return pb;
+  };
+  std::vector<RefusedCase> cases;
+  cases.push_back(
+      {"stage1 never joins", stages(0, OpCode::AllReduce, 2),
+       "world rank 0 (function 'stage0', op 0, all_reduce) is collective 1 on "
+       "the communicator of group 'dp' (world ranks 0, 1) on stream 0, which "
+       "world rank 1 (rank 1 of 'dp') never joins: it issues only 0 "
+       "collective(s) there (the collective would block its stream "
+       "forever)"});
+  cases.push_back(
+      {"another collective", stages(1, OpCode::AllGather, 2),
+       "collective 1 on the communicator of group 'dp' (world ranks 0, 1) on "
+       "stream 0: world rank 0 (function 'stage0', op 0, all_reduce) is "
+       "all_reduce sum of f32, 2 elements in, 2 out, but world rank 1 "
+       "(function 'stage1', op 0, all_gather) is all_gather of f32, 2 "
+       "elements in, 4 out (NCCL needs every member's to agree)"});
+  cases.push_back({"another reduction",
+                   stages(1, OpCode::AllReduce, 2, plan::ReduceKind::Max),
+                   "is all_reduce sum of f32, 2 elements in, 2 out, but world "
+                   "rank 1 (function 'stage1', op 0, all_reduce) is "
+                   "all_reduce max of f32, 2 elements in, 2 out"});
+  cases.push_back({"another size", stages(1, OpCode::AllReduce, 4),
+                   "is all_reduce sum of f32, 2 elements in, 2 out, but world "
+                   "rank 1 (function 'stage1', op 1, all_reduce) is "
+                   "all_reduce sum of f32, 4 elements in, 4 out"});
+  cases.push_back({"one too many", stages(2, OpCode::AllReduce, 2),
+                   "world rank 1 (function 'stage1', op 1, all_reduce) is "
+                   "collective 2 on the communicator of group 'dp' (world "
+                   "ranks 0, 1) on stream 0, which world rank 0 (rank 0 of "
+                   "'dp') never joins: it issues only 1 collective(s) there"});
+  expectRefusedBeforeTheStep(cases);
+  // A member that runs nothing never joins either.
+  PlanBuilder idle = stages(1, OpCode::AllReduce, 2);
+  auto plan = loadPlan(idle.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  Status alone = checkCommunicationMatching(plan->root(), {0, -1});
+  ASSERT_FALSE(alone);
+  EXPECT_NE(alone.message().find("which world rank 1 (rank 1 of 'dp') never "
+                                 "joins: it runs no function"),
+            std::string::npos)
+      << alone.message();
+  // Matched, the stages run: 1 + 3 and 2 + 4 on both ranks.
+  PlanBuilder matched = stages(1, OpCode::AllReduce, 2);
+  auto out = runExchange(matched, /*strict=*/false, 60000);
+  ASSERT_TRUE(out) << out.status().message();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ((*out)[size_t(r)].at("y").toFloats(), (std::vector<float>{4, 6}));
+}
+
+// A collective and a send share a communicator (same group and stream):
+// NCCL runs them in issue order, so a collective queued behind a receive
+// whose send is queued behind the other member's collective deadlocks. An
+// all_to_all is NCCL sends and receives to every member, the same case.
+TEST(Collectives, ACollectiveQueuedBehindAReceiveDeadlocks) {
+  for (OpCode code : {OpCode::AllReduce, OpCode::AllToAll}) {
+    auto stages = [&](bool sendFirst) {
+      PlanBuilder pb(2);
+      pb.group("pp", 2);
+      for (int r = 0; r < 2; ++r) {
+        FnBuilder f = pb.function("stage" + std::to_string(r));
+        int x = f.input("x", {2});
+        int y = f.tensor({2}), z = r == 1 ? f.tensor({2}) : -1;
+        auto collective = [&] {
+          plan::OpT &c = f.op(code, {x}, {y});
+          c.group = 0;
+        };
+        auto message = [&] {
+          if (r == 0)
+            p2pOp(f, OpCode::Send, {x}, {}, 1);
+          else
+            p2pOp(f, OpCode::Recv, {}, {z}, 0);
+        };
+        // stage0: the collective, then its send; stage1: the receive
+        // first, or (sendFirst) after the collective too.
+        if (r == 1 && !sendFirst)
+          message();
+        collective();
+        if (r == 0 || sendFirst)
+          message();
+        f.output("y", y);
+        if (r == 1)
+          f.output("z", z);
+      }
+      return pb;
+    };
+    const char *name = code == OpCode::AllReduce ? "all_reduce" : "all_to_all";
+    PlanBuilder crossed = stages(/*sendFirst=*/false);
+    auto start = std::chrono::steady_clock::now();
+    auto refused = runExchange(crossed, /*strict=*/false, 60000);
+    ASSERT_FALSE(refused) << name;
+    EXPECT_NE(refused.status().message().find(
+                  std::string("world rank 0 (function 'stage0', op 0, ") +
+                  name +
+                  ") never completes: the matching collective, world rank 1 "
+                  "(function 'stage1', op 1, " +
+                  name +
+                  "), is issued only after world rank 1 (function 'stage1', "
+                  "op 0, recv) on the same communicator (group 'pp', stream "
+                  "0), which waits in turn"),
+              std::string::npos)
+        << refused.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20));
+    // In the same order on both, it completes.
+    for (bool strict : {false, true}) {
+      PlanBuilder ordered = stages(/*sendFirst=*/true);
+      auto out = runExchange(ordered, strict, 60000);
+      ASSERT_TRUE(out) << name << ": " << out.status().message();
+      EXPECT_EQ((*out)[1].at("z").toFloats(), (std::vector<float>{1, 2}))
+          << name;
+    }
+  }
 }
 
 // Which adjacent point-to-point ops form a group (P2PGroups.h).

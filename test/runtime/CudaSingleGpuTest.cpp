@@ -256,7 +256,7 @@ TensorMap faultTestInput() {
 // between them, so they are no group: P2PGroups.h): NCCL deadlocks on this
 // (a lone ncclRecv waits for the peer's ncclSend, queued behind the peer's
 // own ncclRecv), and so do the test communicator and the interpreter. The
-// runner refuses it before the step (P2PPairing.h); run anyway, the step
+// runner refuses it before the step (CommMatching.h); run anyway, the step
 // must end at the timeout with an error, not hang.
 TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
   auto loaded =
@@ -266,7 +266,7 @@ TEST(SingleGpu, RecvBeforeSendOnBothRanksEndsAtTheTimeout) {
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions o = oneGpu(graph);
     o.stepTimeoutSeconds = 1;
-    o.checkPointToPoint = false; // run it anyway (it is refused)
+    o.checkCommunication = false; // run it anyway (it is refused)
     auto gpu = cuda::CudaRunner::create(*loaded, o);
     ASSERT_TRUE(gpu) << gpu.status().message();
     TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}};

@@ -570,7 +570,7 @@ TEST(InterpreterHostile, HostMemoryIsCheckedBeforeAllocating) {
 TEST(InterpreterHostile, CollectiveTimeoutIsConfigurable) {
   // Both ranks receive from every rank, then send to every rank: the
   // messages pair, but each rank's receives wait for sends it issues only
-  // after them (P2PPairing.h refuses it before the step unless told not to).
+  // after them (CommMatching.h refuses it before the step unless told not to).
   PlanBuilder pb(2);
   pb.group("tp", 2);
   FnBuilder f = pb.function("main");
@@ -594,7 +594,7 @@ TEST(InterpreterHostile, CollectiveTimeoutIsConfigurable) {
   ASSERT_TRUE(plan) << plan.status().message();
   RunnerOptions options;
   options.collectiveTimeout = std::chrono::milliseconds(100);
-  options.checkPointToPoint = false; // run it anyway (it is refused)
+  options.checkCommunication = false; // run it anyway (it is refused)
   auto runner = ThreadedRunner::create(*plan, options);
   ASSERT_TRUE(runner) << runner.status().message();
   auto start = std::chrono::steady_clock::now();
