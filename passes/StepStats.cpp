@@ -5,8 +5,11 @@
 #include "dialect/BraidOps.h"
 #include "runtime/CheckedMath.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::braid;
@@ -50,14 +53,47 @@ static AttentionDims attentionDims(AttentionOp op) {
   AttentionDims d;
   d.b = q.getDimSize(0);
   d.s = q.getDimSize(1);
-  d.pos = 0;
-  if (op.hasCache() && d.s == 1)
-    d.pos = cast<RankedTensorType>(op.getKCache().getType()).getDimSize(1) - 1;
+  d.pos = attentionFirstPosition(op);
   d.heads = int64_t(op.getNumHeads());
   d.headDim = int64_t(op.getHeadDim());
   d.causal = op.getCausal();
   d.window = d.causal ? int64_t(op.getSlidingWindow().value_or(0)) : 0;
   return d;
+}
+
+int64_t mlir::braid::attentionFirstPosition(AttentionOp op) {
+  auto q = cast<RankedTensorType>(op.getQ().getType());
+  if (!op.hasCache())
+    return 0;
+  int64_t rows = cast<RankedTensorType>(op.getKCache().getType()).getDimSize(1);
+  if (q.getDimSize(1) == 1)
+    return rows - 1;
+  // Token offsets of the slices (dim 1 of [batch, tokens]) between the
+  // position operand and the positions input; anything else: 0.
+  int64_t offset = 0;
+  Value v = op.getPosition();
+  while (v) {
+    if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+      v = reshape.getInput();
+    } else if (auto slice = v.getDefiningOp<SliceOp>()) {
+      if (slice.getOffsets().size() >= 2)
+        offset += slice.getOffsets()[1];
+      v = slice.getInput();
+    } else {
+      break;
+    }
+  }
+  auto arg = dyn_cast_or_null<BlockArgument>(v);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+  auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       "braid.input")
+                   : StringAttr();
+  if (!name || name.getValue() != "positions")
+    return 0;
+  // A cache holds at most `rows` keys: a query past it is refused at run
+  // time, and counts as the last row here.
+  return std::clamp<int64_t>(offset, 0, std::max<int64_t>(rows - 1, 0));
 }
 
 /// Sum over the S queries of the keys each sees: pos + i + 1 (causal, at

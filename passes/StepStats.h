@@ -51,9 +51,15 @@ std::optional<int64_t> attentionFlopCount(AttentionOp op);
 double matmulFlops(MatmulOp op);
 double attentionFlops(AttentionOp op);
 
+/// The position of an attention's first query as the cost conventions fix
+/// it: a single-token step (decode) at the full cache, max_seq - 1; a step
+/// of several tokens (prefill from an empty cache) at 0, or, for a chunk of
+/// one (braid-decompose), where the chunk's slice of the `positions` input
+/// starts, since positions count the tokens from the sequence's start.
+int64_t attentionFirstPosition(AttentionOp op);
+
 /// Attention is costed for a cache holding `pos + i + 1` keys for query i,
-/// with pos = 0 when a step has several tokens (prefill from an empty
-/// cache) and a full cache (pos = max_seq - 1) for a single-token step.
+/// pos = attentionFirstPosition().
 /// Every count is checked: a total that does not fit int64 is an error
 /// naming it, never a wrapped (negative) number.
 llvm::Expected<StepStats> computeStepStats(func::FuncOp func);

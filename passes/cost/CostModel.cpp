@@ -310,12 +310,13 @@ OpCost CostModel::cost(Operation *op) const {
                          tensorBytes(m.getOutput().getType()));
         if (m.hasCache()) {
           // Keys and values read back from the cache: the filled part, by
-          // the same convention as the FLOPs (full cache for decode).
+          // the same convention as the FLOPs (full cache for decode, the
+          // rows up to a prefill chunk's last token).
           auto kc = cast<RankedTensorType>(m.getKCache().getType());
           auto q = cast<RankedTensorType>(m.getQ().getType());
-          double fill = q.getDimSize(1) == 1 ? 1.0
-                                             : double(q.getDimSize(1)) /
-                                                   double(kc.getDimSize(1));
+          double fill = std::min(
+              1.0, double(attentionFirstPosition(m) + q.getDimSize(1)) /
+                       double(kc.getDimSize(1)));
           // A sliding window reads at most its last W rows.
           if (std::optional<uint64_t> w = m.getSlidingWindow())
             fill = std::min(fill, double(*w) / double(kc.getDimSize(1)));
