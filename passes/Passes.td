@@ -26,6 +26,42 @@ def BraidSimplifyPass : Pass<"braid-simplify", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::braid::BraidDialect"];
 }
 
+def BraidNarrowGathersPass : Pass<"braid-narrow-gathers", "::mlir::ModuleOp"> {
+  let summary = "All_gathers read by slices gather only what the slices keep";
+  let description = [{
+    An `all_gather` along dim d concatenates every rank's piece. A slice of
+    the result whose range along d lies inside one rank's piece needs only
+    that range from each rank: every rank slices its own piece the same way,
+    gathers the slices, and keeps the one from the rank that held the range.
+    A slice that keeps all of dim d slices each piece along the other dims
+    first. A slice of a slice of the gather (the slice that drops sequence
+    parallelism's pad rows, then the last-token slice) counts as one.
+    Gathers whose readers are not such slices are left alone; a slice that
+    would keep as much of each piece as the piece itself too.
+
+    The elements are the same, moved rather than computed: the result is
+    bit for bit the same. Under Megatron sequence parallelism the
+    prefill's last-token slice then gathers one row per rank instead of the
+    whole hidden state (64 MiB per step for Llama-3-70B at tp 8).
+
+    Before:
+    ```mlir
+    %g = braid.all_gather %x on @tp dim 1 : tensor<1x512x8192xbf16> -> tensor<1x4096x8192xbf16>
+    %l = braid.slice %g offsets [0, 4095, 0] sizes [1, 1, 8192] : tensor<1x4096x8192xbf16> -> tensor<1x1x8192xbf16>
+    ```
+    After:
+    ```mlir
+    %r = braid.slice %x offsets [0, 511, 0] sizes [1, 1, 8192] : tensor<1x512x8192xbf16> -> tensor<1x1x8192xbf16>
+    %g = braid.all_gather %r on @tp dim 1 : tensor<1x1x8192xbf16> -> tensor<1x8x8192xbf16>
+    %l = braid.slice %g offsets [0, 7, 0] sizes [1, 1, 8192] : tensor<1x8x8192xbf16> -> tensor<1x1x8192xbf16>
+    ```
+    Only synchronous `all_gather`s are rewritten (the pass runs before
+    braid-schedule makes them asynchronous). It assumes every rank of the
+    group runs the function, as braid-compile's plans do.
+  }];
+  let dependentDialects = ["::mlir::braid::BraidDialect"];
+}
+
 def BraidFuseComputePass : Pass<"braid-fuse-compute", "::mlir::ModuleOp"> {
   let summary = "Fuse compute ops into fewer, larger ones (SwiGLU, add + RMSNorm)";
   let description = [{

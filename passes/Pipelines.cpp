@@ -30,7 +30,11 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
     pm.addPass(mlir::braid::createBraidFuseComputePass());
   pm.addPass(mlir::braid::createBraidSimplifyPass());
   // Hide collectives behind independent compute: start/wait pairs, a
-  // communication stream, the events between the streams.
+  // communication stream, the events between the streams. (The scheduling
+  // passes narrow the gathers first, after any cut into chunks: a cut
+  // reads a gathered chunk, not the gathered whole.)
+  if (!options.schedule)
+    pm.addPass(mlir::braid::createBraidNarrowGathersPass());
   if (options.schedule) {
     if (!options.decompose.empty() || spVariants) {
       mlir::braid::BraidDecomposePassOptions chunks;
@@ -57,6 +61,7 @@ void braid::buildDefaultPipeline(mlir::OpPassManager &pm,
 void braid::addSchedulingPasses(mlir::OpPassManager &pm,
                                 const std::string &target, bool report,
                                 bool events) {
+  pm.addPass(mlir::braid::createBraidNarrowGathersPass());
   mlir::braid::BraidSchedulePassOptions sched;
   sched.target = target;
   sched.report = report;
