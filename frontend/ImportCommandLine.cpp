@@ -45,7 +45,7 @@ static cl::list<std::string> prefillBuckets(
              "each (prefill_<S>) sharing parameters and the KV cache; "
              "braid-run runs a prompt in the smallest bucket that holds it, "
              "padded. 'auto': powers of two from 16 up to --seq, and --seq. "
-             "A list must hold --seq when --seq is given. "
+             "With a list, --seq must be at most its largest bucket. "
              "Default: none, one prefill of exactly --seq tokens"),
     cl::CommaSeparated, cl::cat(importCategory));
 
@@ -86,7 +86,9 @@ llvm::Expected<braid::ModelConfig> braid::modelConfigFromCommandLine() {
 static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
   std::vector<int64_t> out;
   if (prefillBuckets.size() == 1 && prefillBuckets[0] == "auto") {
-    for (int64_t s = 16; s < seq; s *= 2)
+    // Doubling stops at seq, before it could overflow (the importer
+    // refuses a seq past its limits, naming it).
+    for (int64_t s = 16; s<seq; s = s> seq / 2 ? int64_t(seq) : s * 2)
       out.push_back(s);
     out.push_back(seq);
     return out;

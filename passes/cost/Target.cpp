@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #ifndef BRAID_TARGETS_DIR
 #error "BRAID_TARGETS_DIR must name the bundled targets/ directory"
@@ -64,6 +65,11 @@ public:
     return path_.empty() ? field.str() : path_ + "." + field.str();
   }
 
+  /// Every rate, size, latency and efficiency of a target lies in
+  /// [1e-6, 1e6] of its unit (TFLOP/s, GB/s, GiB, us, or a fraction): far
+  /// beyond any machine, yet bounded, so no time derived from them
+  /// overflows (1e308 GiB made the schedule's memory bound wrap negative,
+  /// and 1e308 us of launch printed an infinite trace duration).
   llvm::Expected<double> positive(llvm::StringRef field) const {
     const llvm::json::Value *v = object_->get(field);
     if (!v)
@@ -71,6 +77,11 @@ public:
     std::optional<double> d = v->getAsNumber();
     if (!d || !std::isfinite(*d) || *d <= 0)
       return error(field, "expected a positive number");
+    if (*d < 1e-6 || *d > 1e6) {
+      std::ostringstream got;
+      got << *d;
+      return error(field, "expected a number in [1e-6, 1e6], got " + got.str());
+    }
     return *d;
   }
   llvm::Expected<double> fraction(llvm::StringRef field) const {

@@ -11,6 +11,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cli/CommandLine.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <optional>
+
 #include <CLI/CLI.hpp>
 
 #include <charconv>
@@ -47,6 +52,30 @@ using Apply = std::function<Status(const std::string &value)>;
 
 Apply setText(std::string &out) {
   return [&out](const std::string &v) {
+    out = v;
+    return Status::ok();
+  };
+}
+
+/// A file to read: an empty path is refused, not taken for "not given"
+/// (`--check-against ''` skipped the check).
+Apply setInputPath(const std::string &flag, std::string &out) {
+  return [flag, &out](const std::string &v) -> Status {
+    if (v.empty())
+      return errorf("option ", flag, ": the path is empty");
+    out = v;
+    return Status::ok();
+  };
+}
+
+/// A file to write: not empty, and not `-` (these options write files;
+/// `-` would be a file named `-`).
+Apply setOutputPath(const std::string &flag, std::string &out) {
+  return [flag, &out](const std::string &v) -> Status {
+    if (v.empty() || v == "-")
+      return errorf("option ", flag, ": '", v,
+                    "' is not a file path (it writes a file, not standard "
+                    "output)");
     out = v;
     return Status::ok();
   };
@@ -265,12 +294,19 @@ private:
     apply_[opt] = std::move(apply);
   }
 
-  /// A flag without a value (a value joined with `=` is ignored).
+  /// A flag without a value. CLI11 takes `--flag=VALUE` too; a value that
+  /// would turn the flag off is refused rather than ignored (which ran
+  /// `--strict=false` strict, and would have turned the schedule verifier
+  /// off for `--no-verify-schedule=false`).
   void flag(const std::string &name, const std::string &description,
             std::function<void()> set) {
     CLI::Option *opt = app_.add_flag(name, description);
     opt->group(group_);
-    apply_[opt] = [set = std::move(set)](const std::string &) {
+    apply_[opt] = [name, set = std::move(set)](const std::string &value) {
+      if (value != "true" && value != "1" && value != "")
+        return errorf(name, " takes no value (got '", value,
+                      "'): give the flag to turn it on, leave it out to "
+                      "leave it off");
       set();
       return Status::ok();
     };
@@ -299,6 +335,8 @@ void CommandLine::addPlanAndRun() {
   apply_[plan] = [this](const std::string &path) -> Status {
     if (path.rfind("-", 0) == 0) // `-`, `-5`: CLI11 takes them for values
       return errorf("unknown option '", path, "' (see --help)");
+    if (path.empty())
+      return errorf("the plan path is empty");
     o_.plan = path;
     return Status::ok();
   };
@@ -313,7 +351,12 @@ void CommandLine::addPlanAndRun() {
         "anything is allocated). The cpu backend runs at most 1024 ranks and "
         "refuses a plan whose ranks need more host memory than the machine "
         "or ulimit allows",
-        setNumber("--ranks", o_.ranks));
+        [this](const std::string &v) -> Status {
+          if (!parseNumber(std::string_view(v), o_.ranks) || o_.ranks < 1)
+            return errorf("option --ranks: '", v,
+                          "' is not a rank count (an integer >= 1)");
+          return Status::ok();
+        });
   value("--timeout", "S", defaultOf(o_.timeout) + " seconds",
         "a step (cuda) or one collective (cpu) that takes longer than S "
         "seconds aborts the run: a stuck collective. At most 1e6",
@@ -354,7 +397,7 @@ void CommandLine::addPromptAndGeneration() {
   value("--prompt-file", "FILE", "none",
         "the prompt ids from FILE instead of --tokens (separated by "
         "whitespace and/or commas; `-` reads stdin)",
-        setText(o_.promptFile));
+        setInputPath("--prompt-file", o_.promptFile));
   value("--prompt-seed", "S", defaultOf(o_.promptSeed),
         "seed of the synthetic prompt",
         setNumber("--prompt-seed", o_.promptSeed));
@@ -369,7 +412,7 @@ void CommandLine::addPromptAndGeneration() {
         "write input_ids ([B, S] i64) and every step's logits ([B, T, V] "
         "f32; T = logit positions of the step) as safetensors (step0.logits "
         "= prefill, stepK.logits = decode K)",
-        setText(o_.dumpOutputs));
+        setOutputPath("--dump-outputs", o_.dumpOutputs));
 }
 
 void CommandLine::addWeights() {
@@ -385,7 +428,7 @@ void CommandLine::addWeights() {
         "next to it), or a directory holding one of model.safetensors and "
         "model.safetensors.index.json (not both). BF16/F16/F32 tensors load "
         "into any plan dtype; each rank reads only its slices",
-        setText(o_.weights));
+        setInputPath("--weights", o_.weights));
   flag("--allow-unused-weights",
        "checkpoint tensors the plan does not use are a warning, not an error "
        "(checkpoints with extra heads; rotary inv_freq and GPT-2 attn.bias "
@@ -412,7 +455,7 @@ void CommandLine::addChecking() {
         "prompt). Every step run must be in the file (lower --steps "
         "otherwise).\n"
         "Plan or file is told by content",
-        setText(o_.checkAgainst));
+        setInputPath("--check-against", o_.checkAgainst));
   value("--atol", "X",
         "1e-5 x max|reference logit| for fp32 logits, 2e-2 x max|reference "
         "logit| for bf16/fp16; the plan's logits dtype decides",
@@ -514,11 +557,11 @@ void CommandLine::addProfiling() {
         "measured mean time per (op, operand shapes) as `op,shape,us`: "
         "braid-estimate's calibration file (cuda: needs --eager; times from "
         "CUDA events)",
-        setText(o_.profile));
+        setOutputPath("--profile", o_.profile));
   value("--trace", "FILE.json", "not written",
         "measured per-op Chrome trace of every step (cuda: needs --eager; "
         "times from CUDA events)",
-        setText(o_.trace));
+        setOutputPath("--trace", o_.trace));
 }
 
 /// Applies every occurrence of every option in command-line order, so the
@@ -616,6 +659,76 @@ Expected<Options> parseCommandLine(int argc, const char *const *argv) {
   if (!st)
     return st;
   return o;
+}
+
+namespace {
+/// Device and inode of an existing file, or nullopt.
+std::optional<std::pair<uint64_t, uint64_t>>
+fileIdentity(const std::string &p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0)
+    return std::nullopt;
+  return std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino));
+}
+} // namespace
+
+Status checkOutputPaths(const Options &o) {
+  // What is read: each named file, and for a --weights directory (or the
+  // index of a sharded checkpoint) the checkpoint files in it.
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"the plan", o.plan},
+      {"the file given to --weights", o.weights},
+      {"the file given to --check-against", o.checkAgainst},
+      {"the file given to --prompt-file", o.promptFile}};
+  std::error_code ec;
+  std::filesystem::path weights = o.weights;
+  std::filesystem::path dir;
+  if (!o.weights.empty() && std::filesystem::is_directory(weights, ec))
+    dir = weights;
+  else if (weights.extension() == ".json")
+    dir = weights.parent_path().empty() ? "." : weights.parent_path();
+  if (!dir.empty())
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::string ext = it->path().extension().string();
+      if (ext == ".safetensors" || ext == ".bin" || ext == ".json")
+        inputs.push_back(
+            {"a file of the --weights checkpoint", it->path().string()});
+    }
+  std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--dump-outputs", o.dumpOutputs},
+      {"--profile", o.profile},
+      {"--trace", o.trace}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[flag, path] = outputs[i];
+    if (path.empty())
+      continue;
+    auto id = fileIdentity(path);
+    auto canonical = [](const std::string &p) {
+      std::error_code ec;
+      std::filesystem::path a = std::filesystem::absolute(p, ec);
+      std::filesystem::path c = std::filesystem::weakly_canonical(a, ec);
+      return ec ? a.lexically_normal() : c;
+    };
+    std::filesystem::path where = canonical(path);
+    auto same = [&](const std::string &other) {
+      if (other.empty())
+        return false;
+      if (canonical(other) == where)
+        return true;
+      auto otherId = fileIdentity(other);
+      return id && otherId && *id == *otherId;
+    };
+    for (const auto &[what, in] : inputs)
+      if (same(in))
+        return errorf(flag, " '", path, "' is ", what,
+                      ": writing it would destroy what the run reads");
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (same(outputs[j].second))
+        return errorf(flag, " and ", outputs[j].first, " name the same file '",
+                      path, "'");
+  }
+  return Status::ok();
 }
 
 std::string commandLineHelp() {

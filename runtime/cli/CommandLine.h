@@ -95,6 +95,15 @@ Expected<Options> parseCommandLine(int argc, const char *const *argv);
 /// profiling).
 std::string commandLineHelp();
 
+/// The files braid-run writes (--dump-outputs, --profile, --trace) must not
+/// be a file it reads (the plan, --weights, --check-against,
+/// --prompt-file) nor each other: they are written after the run, while
+/// --check may still read a checkpoint it maps (a SIGBUS when the file was
+/// truncated under it), and a plan overwritten by its own outputs is lost.
+/// Compared by path and, for files that exist, by identity (a link or
+/// another spelling of the path).
+Status checkOutputPaths(const Options &o);
+
 } // namespace braid::rt::cli
 
 #endif // BRAID_RUNTIME_CLI_COMMANDLINE_H

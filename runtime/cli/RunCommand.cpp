@@ -118,6 +118,9 @@ Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
 /// reported by all.
 Expected<Options> optionsWithPrompt(int argc, char **argv) {
   auto opts = parseCommandLine(argc, argv);
+  if (opts)
+    if (Status st = checkOutputPaths(*opts); !st)
+      return st;
   if (opts && !opts->promptFile.empty()) {
     auto ids = readPromptFile(opts->promptFile);
     if (!ids)
@@ -261,6 +264,12 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     return fail(errorf("--ranks ", o.ranks, ": the plan was compiled for ",
                        world, " ranks"),
                 Phase::Agreement);
+  for (int rank : {o.testStuckRank, o.testFailingRank})
+    if (rank >= world)
+      return fail(errorf("--test-fault: rank ", rank,
+                         " is not a rank of the plan (ranks 0 to ", world - 1,
+                         ")"),
+                  Phase::Agreement);
 
   // (A plan without a generation shape is reported by PlanRun::create.)
   auto shape = generationShape(loaded->root());

@@ -21,6 +21,11 @@
 // RUN: sed 's/"memory_bandwidth_gbs": 1000/"memory_bandwidth_gbs": -3/' %S/Inputs/round-numbers-target.json > %t.neg.json
 // RUN: not braid-opt %s --braid-estimate="target=%t.neg.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: braid-estimate: {{.*}}neg.json: gpu.memory_bandwidth_gbs: expected a positive number
+// Finite but absurd values are refused too: 1e308 GiB made braid-schedule's
+// memory bound wrap to a negative int64.
+// RUN: sed 's/"memory_gib": [0-9.]*/"memory_gib": 1e308/' %S/Inputs/round-numbers-target.json > %t.huge.json
+// RUN: not braid-opt %s --braid-estimate="target=%t.huge.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: braid-estimate: {{.*}}huge.json: gpu.memory_gib: expected a number in [1e-6, 1e6], got 1e+308
 // RUN: grep -v '"memory_gib"' %S/Inputs/round-numbers-target.json > %t.nomem.json
 // RUN: not braid-opt %s --braid-estimate="target=%t.nomem.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFIELD
 // NOFIELD: error: braid-estimate: {{.*}}nomem.json: gpu.memory_gib: missing

@@ -209,6 +209,11 @@ int main(int argc, char **argv) {
                   "': chunk counts are integers of 1 or more, "
                   "comma-separated, or 'off'");
     pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
+    // Whether or not a pass will read it (--schedule=false runs none).
+    if (decomposeOrder != "auto" && decomposeOrder != "side-by-side" &&
+        decomposeOrder != "skewed")
+      return fail("--decompose-order '" + decomposeOrder +
+                  "': use auto, side-by-side or skewed");
     pipeline.decomposeOrder = decomposeOrder;
     if (combineCollectiveBytes < 0)
       return fail("--combine-collectives " +

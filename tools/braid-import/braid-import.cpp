@@ -28,10 +28,19 @@ int main(int argc, char **argv) {
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
-    if (i > 0 && (a == "--stats" || a == "-stats"))
-      stats = true;
-    else
+    llvm::StringRef name = a.split('=').first;
+    if (i == 0 || (name != "--stats" && name != "-stats")) {
       args.push_back(argv[i]);
+      continue;
+    }
+    // `--stats=1` used to fall through to LLVM's own -stats (ignored).
+    llvm::StringRef value = a.split('=').second;
+    if (a.contains('=') && value != "true" && value != "1") {
+      llvm::errs() << "braid-import: --stats takes no value (got '" << value
+                   << "')\n";
+      return 1;
+    }
+    stats = true;
   }
   braid::showOnlyBraidOptionsInHelp({&importToolCategory},
                                     /*showMlirOptions=*/false);

@@ -70,6 +70,13 @@ int main(int argc, char **argv) {
   mlir::registerTranslationCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "braid plan translator\n");
+  // cl keeps the last of several translations; run none rather than guess.
+  if (translation.getNumOccurrences() > 1) {
+    llvm::errs() << "braid-translate: give one translation (--braid-to-plan "
+                    "or --plan-to-text), not "
+                 << translation.getNumOccurrences() << "\n";
+    return 1;
+  }
   const mlir::Translation &translate = *translation;
   // `--split-input-file` alone means the default marker.
   if (splitInputFile.getNumOccurrences() && splitInputFile.empty())
@@ -84,6 +91,12 @@ int main(int argc, char **argv) {
   if (!input) {
     llvm::errs() << "braid-translate: " << llvm::toString(input.takeError())
                  << "\n";
+    return 1;
+  }
+  // Split into chunks, an empty input is no chunk at all, and nothing
+  // would be translated or reported.
+  if ((*input)->getBuffer().trim(llvm::StringRef("\0 \t\r\n", 5)).empty()) {
+    llvm::errs() << "braid-translate: input '" << inputPath << "' is empty\n";
     return 1;
   }
   std::string error;
