@@ -13,13 +13,16 @@ static cl::OptionCategory importCategory("Model import options");
 static cl::opt<std::string> configPath(
     cl::Positional, cl::desc("<config.json> (default: the embedded tiny LLaMA)"),
     cl::init(""), cl::cat(importCategory));
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree (default 1)"),
-                           cl::init(1), cl::cat(importCategory));
-static cl::opt<int64_t> batch("batch", cl::desc("Sequences per step (default 1)"),
-                              cl::init(1), cl::cat(importCategory));
-static cl::opt<int64_t> seq("seq", cl::desc("Prefill tokens per sequence (default 16)"),
-                            cl::init(16), cl::cat(importCategory));
-static cl::opt<int64_t>
+static cl::opt<int64_t, false, braid::DecimalParser>
+    tp("tp", cl::desc("Tensor-parallel degree (default 1)"), cl::init(1),
+       cl::cat(importCategory));
+static cl::opt<int64_t, false, braid::DecimalParser>
+    batch("batch", cl::desc("Sequences per step (default 1)"), cl::init(1),
+          cl::cat(importCategory));
+static cl::opt<int64_t, false, braid::DecimalParser>
+    seq("seq", cl::desc("Prefill tokens per sequence (default 16)"),
+        cl::init(16), cl::cat(importCategory));
+static cl::opt<int64_t, false, braid::DecimalParser>
     maxSeq("max-seq",
            cl::desc("KV-cache capacity (default: the model's max positions)"),
            cl::init(0), cl::cat(importCategory));
@@ -49,7 +52,7 @@ static cl::list<std::string> prefillBuckets(
              "Default: none, one prefill of exactly --seq tokens"),
     cl::CommaSeparated, cl::cat(importCategory));
 
-static cl::list<int64_t> decodeBatches(
+static cl::list<int64_t, bool, braid::DecimalParser> decodeBatches(
     "decode-batches",
     cl::desc("Decode batch buckets: besides decode (all --batch sequences), "
              "one decode_<b> per listed b < --batch, running the first b "

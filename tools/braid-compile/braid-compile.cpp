@@ -76,7 +76,7 @@ static cl::opt<std::string> decomposeOrder(
              "chunk c-1) or auto, the default (the cost model prices both)"),
     cl::value_desc("auto|side-by-side|skewed"), cl::init("auto"),
     cl::cat(compileCategory));
-static cl::opt<int64_t> combineCollectiveBytes(
+static cl::opt<int64_t, false, braid::DecimalParser> combineCollectiveBytes(
     "combine-collectives",
     cl::desc("Pack independent all_reduces of one group, kind and dtype, up "
              "to this many bytes together, into one (braid-fuse-collectives "
