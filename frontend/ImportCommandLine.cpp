@@ -91,8 +91,10 @@ static llvm::Expected<std::vector<int64_t>> bucketsFromCommandLine() {
   if (prefillBuckets.size() == 1 && prefillBuckets[0] == "auto") {
     // Doubling stops at seq, before it could overflow (the importer
     // refuses a seq past its limits, naming it).
-    for (int64_t s = 16; s<seq; s = s> seq / 2 ? int64_t(seq) : s * 2)
+    for (int64_t s = 16; s < seq;) {
       out.push_back(s);
+      s = s > seq / 2 ? int64_t(seq) : 2 * s;
+    }
     out.push_back(seq);
     return out;
   }

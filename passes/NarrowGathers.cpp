@@ -14,55 +14,122 @@ using namespace mlir::braid;
 
 namespace {
 
-/// A slice of the gather's result, as offsets and sizes in its coordinates,
-/// and the op whose result it is.
+/// A slice of the gather's result (offsets and sizes in the gather's
+/// coordinates; `op` may read it through another slice), and how each rank
+/// reads it from its own piece.
 struct Reader {
   SliceOp op;
   SmallVector<int64_t> offsets, sizes;
+  // From planRead: this rank's slice of its piece, and which rank's piece
+  // of the gathered slices to keep (-1: all of them, the whole dim).
+  SmallVector<int64_t> localOffsets, localSizes;
+  int64_t owner = -1;
 };
 
-/// `reader` of `gather`'s result from the gather's input: the slice of each
-/// rank's piece, gathered, and the piece of the rank that held the range;
-/// null where the range crosses pieces without covering the dim, or where
-/// each rank would gather as much as its whole piece.
-Value narrowRead(AllGatherOp gather, Reader reader) {
+/// Plans `reader` from each rank's piece: its range along the gathered dim
+/// inside one rank's piece, or all of that dim. False otherwise, or for
+/// an empty piece or a group of one (nothing to save).
+bool planRead(AllGatherOp gather, Reader &reader) {
   auto pieceType = cast<RankedTensorType>(gather.getInput().getType());
-  auto outType = cast<RankedTensorType>(reader.op.getType());
   size_t d = size_t(gather.getDim());
   int64_t piece = pieceType.getDimSize(int64_t(d));
+  if (piece == 0)
+    return false;
   int64_t ranks =
       cast<RankedTensorType>(gather.getType()).getDimSize(int64_t(d)) / piece;
+  if (ranks < 2)
+    return false;
   int64_t begin = reader.offsets[d], size = reader.sizes[d];
   int64_t owner = begin / piece;
   bool inOnePiece = size > 0 && (begin + size - 1) / piece == owner;
   bool wholeDim = begin == 0 && size == piece * ranks;
   if (!inOnePiece && !wholeDim)
-    return {};
-  SmallVector<int64_t> offsets(reader.offsets), sizes(reader.sizes);
-  if (inOnePiece)
-    offsets[d] = begin - owner * piece;
-  else
-    sizes[d] = piece;
-  int64_t kept = 1;
-  for (int64_t n : sizes)
-    kept *= n;
-  if (kept >= pieceType.getNumElements())
-    return {};
+    return false;
+  reader.localOffsets = reader.offsets;
+  reader.localSizes = reader.sizes;
+  if (inOnePiece) {
+    reader.localOffsets[d] = begin - owner * piece;
+    reader.owner = owner;
+  } else {
+    reader.localSizes[d] = piece;
+    reader.owner = -1;
+  }
+  return true;
+}
+
+int64_t product(ArrayRef<int64_t> sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+/// The planned `reader`: each rank's slice, gathered, and the owner's.
+Value buildRead(AllGatherOp gather, Reader reader) {
+  auto pieceType = cast<RankedTensorType>(gather.getInput().getType());
+  auto outType = cast<RankedTensorType>(reader.op.getType());
+  size_t d = size_t(gather.getDim());
+  int64_t ranks =
+      cast<RankedTensorType>(gather.getType()).getDimSize(int64_t(d)) /
+      pieceType.getDimSize(int64_t(d));
   OpBuilder b(reader.op);
   Location loc = reader.op.getLoc();
   Type element = pieceType.getElementType();
-  Value mine = SliceOp::create(b, loc, RankedTensorType::get(sizes, element),
-                               gather.getInput(), offsets, sizes);
-  SmallVector<int64_t> gatheredShape(sizes);
+  Value mine = SliceOp::create(
+      b, loc, RankedTensorType::get(reader.localSizes, element),
+      gather.getInput(), reader.localOffsets, reader.localSizes);
+  SmallVector<int64_t> gatheredShape(reader.localSizes);
   gatheredShape[d] *= ranks;
   Value gathered =
       AllGatherOp::create(b, loc, RankedTensorType::get(gatheredShape, element),
                           mine, gather.getGroupAttr(), gather.getDimAttr());
-  if (!inOnePiece)
+  if (reader.owner < 0)
     return gathered;
   SmallVector<int64_t> pick(outType.getRank(), 0);
-  pick[d] = owner * size;
+  pick[d] = reader.owner * reader.sizes[d];
   return SliceOp::create(b, loc, outType, gathered, pick, outType.getShape());
+}
+
+/// The readers of `gather` as slices each rank can read from its piece:
+/// its slices, or for a slice that cannot (the one dropping sequence
+/// parallelism's pad rows), that slice's own slices. Empty when any reader
+/// is something else: then the whole gather stays, and narrow gathers
+/// beside it would only add collectives.
+SmallVector<Reader, 2> plannedReaders(AllGatherOp gather,
+                                      SmallVector<SliceOp> &throughs) {
+  SmallVector<Reader, 2> readers;
+  for (Operation *user : gather->getUsers()) {
+    auto slice = dyn_cast<SliceOp>(user);
+    if (!slice)
+      return {};
+    if (llvm::any_of(readers, [&](const Reader &r) { return r.op == slice; }) ||
+        llvm::is_contained(throughs, slice))
+      continue;
+    Reader direct{slice, SmallVector<int64_t>(slice.getOffsets()),
+                  SmallVector<int64_t>(slice.getSizes())};
+    if (planRead(gather, direct)) {
+      readers.push_back(direct);
+      continue;
+    }
+    if (slice->use_empty())
+      return {};
+    for (Operation *inner : slice->getUsers()) {
+      auto innerSlice = dyn_cast<SliceOp>(inner);
+      if (!innerSlice)
+        return {};
+      Reader composed{innerSlice, SmallVector<int64_t>(innerSlice.getOffsets()),
+                      SmallVector<int64_t>(innerSlice.getSizes())};
+      for (auto [o, base] : llvm::zip_equal(composed.offsets, direct.offsets))
+        o += base;
+      if (!planRead(gather, composed))
+        return {};
+      if (!llvm::any_of(readers,
+                        [&](const Reader &r) { return r.op == innerSlice; }))
+        readers.push_back(composed);
+    }
+    throughs.push_back(slice);
+  }
+  return readers;
 }
 
 } // namespace
@@ -71,42 +138,26 @@ void mlir::braid::narrowSlicedGathers(Operation *root) {
   SmallVector<AllGatherOp> gathers;
   root->walk([&](AllGatherOp g) { gathers.push_back(g); });
   for (AllGatherOp gather : gathers) {
-    // Slices of the gather, and slices of those slices (read through).
-    SmallVector<Reader> readers;
-    for (Operation *user : llvm::to_vector(gather->getUsers())) {
-      auto slice = dyn_cast<SliceOp>(user);
-      if (!slice ||
-          llvm::any_of(readers, [&](const Reader &r) { return r.op == slice; }))
-        continue;
-      readers.push_back({slice, SmallVector<int64_t>(slice.getOffsets()),
-                         SmallVector<int64_t>(slice.getSizes())});
+    SmallVector<SliceOp> throughs;
+    SmallVector<Reader, 2> readers = plannedReaders(gather, throughs);
+    if (readers.empty())
+      continue;
+    // Only where the narrow gathers together move less than the one they
+    // replace.
+    int64_t kept = 0;
+    for (const Reader &r : readers)
+      kept += product(r.localSizes);
+    if (kept >=
+        cast<RankedTensorType>(gather.getInput().getType()).getNumElements())
+      continue;
+    for (Reader &r : readers) {
+      Value narrow = buildRead(gather, r);
+      r.op.getResult().replaceAllUsesWith(narrow);
+      r.op->erase();
     }
-    for (size_t i = 0; i < readers.size(); ++i) {
-      Reader reader = readers[i];
-      if (Value narrow = narrowRead(gather, reader)) {
-        reader.op.getResult().replaceAllUsesWith(narrow);
-        reader.op->erase();
-        continue;
-      }
-      // Its own slices may each lie in one piece (the pad-dropping slice
-      // of sequence parallelism, then the last token).
-      for (Operation *user : llvm::to_vector(reader.op->getUsers()))
-        if (auto inner = dyn_cast<SliceOp>(user)) {
-          Reader composed{inner, SmallVector<int64_t>(inner.getOffsets()),
-                          SmallVector<int64_t>(inner.getSizes())};
-          for (auto [o, base] :
-               llvm::zip_equal(composed.offsets, reader.offsets))
-            o += base;
-          if (Value narrow = narrowRead(gather, composed)) {
-            inner.getResult().replaceAllUsesWith(narrow);
-            inner->erase();
-          }
-        }
-      if (reader.op->use_empty())
-        reader.op->erase();
-    }
-    if (gather->use_empty())
-      gather->erase();
+    for (SliceOp through : throughs)
+      through->erase();
+    gather->erase();
   }
 }
 

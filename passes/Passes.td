@@ -36,8 +36,10 @@ def BraidNarrowGathersPass : Pass<"braid-narrow-gathers", "::mlir::ModuleOp"> {
     A slice that keeps all of dim d slices each piece along the other dims
     first. A slice of a slice of the gather (the slice that drops sequence
     parallelism's pad rows, then the last-token slice) counts as one.
-    Gathers whose readers are not such slices are left alone; a slice that
-    would keep as much of each piece as the piece itself too.
+    A gather is rewritten only when every reader is such a slice and the
+    narrow gathers together move less than it did; otherwise it stays
+    whole, since narrow gathers beside it would only add collectives. An
+    empty piece and a group of one are left alone.
 
     The elements are the same, moved rather than computed: the result is
     bit for bit the same. Under Megatron sequence parallelism the

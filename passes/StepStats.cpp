@@ -66,10 +66,8 @@ int64_t mlir::braid::attentionFirstPosition(AttentionOp op) {
   if (!op.hasCache())
     return 0;
   int64_t rows = cast<RankedTensorType>(op.getKCache().getType()).getDimSize(1);
-  if (q.getDimSize(1) == 1)
-    return rows - 1;
   // Token offsets of the slices (dim 1 of [batch, tokens]) between the
-  // position operand and the positions input; anything else: 0.
+  // position operand and the positions input.
   int64_t offset = 0;
   Value v = op.getPosition();
   while (v) {
@@ -89,7 +87,17 @@ int64_t mlir::braid::attentionFirstPosition(AttentionOp op) {
   auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                        "braid.input")
                    : StringAttr();
-  if (!name || name.getValue() != "positions")
+  bool fromPositions = name && name.getValue() == "positions" &&
+                       cast<RankedTensorType>(arg.getType()).getRank() >= 2;
+  // A step of one token per sequence is a decode step: the full cache.
+  // (Decided by the positions input when the position comes from it: a
+  // prefill cut into one-token chunks is still a prefill.)
+  int64_t stepTokens = fromPositions
+                           ? cast<RankedTensorType>(arg.getType()).getDimSize(1)
+                           : q.getDimSize(1);
+  if (stepTokens == 1)
+    return std::max<int64_t>(rows - 1, 0);
+  if (!fromPositions)
     return 0;
   // A cache holds at most `rows` keys: a query past it is refused at run
   // time, and counts as the last row here.

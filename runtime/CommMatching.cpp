@@ -1,4 +1,4 @@
-//===- CommMatching.cpp - Every collective and message has its partners ---===//
+//===- CommMatching.cpp - Collectives and messages meet their partners ---===//
 #include "runtime/CommMatching.h"
 
 #include "runtime/HostTensor.h"
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -228,17 +229,26 @@ Status
 checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
                 const std::map<Communicator::Channel, ChannelEnds> &channels,
                 const std::map<CommId, CommCollectives> &comms) {
-  // A unit it must meet: `other`, where its own `mine` meets `theirs`.
+  // A message's other end: unit `other`, where its own `mine` meets
+  // `theirs`.
   struct Meeting {
     int other;
     Call mine, theirs;
-    bool message;
   };
   struct Unit {
-    Call first; // its first op
-    std::vector<Meeting> meets;
+    Call first;                 // its first op
+    std::vector<Meeting> meets; // point-to-point
+    int round = -1;             // a collective: its round
+  };
+  // A collective round: every member's k-th collective of a communicator.
+  // It completes once all of them are posted; counted, not paired, so the
+  // check stays linear in the ranks.
+  struct Round {
+    std::vector<int> units;
+    size_t posted = 0;
   };
   std::vector<Unit> units;
+  std::vector<Round> rounds;
   // (world rank, op) -> its unit; per (world rank, communicator) the units
   // in issue order.
   std::map<std::pair<int, unsigned>, int> unitOf;
@@ -255,7 +265,7 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
           unsigned end = ends[oi] > 0 ? unsigned(ends[oi]) : oi + 1;
           GroupPosition g = groupPosition(p, op.group(), r);
           int u = int(units.size());
-          units.push_back({{r, fi, oi, 0}, {}});
+          units.push_back({{r, fi, oi, 0}, {}, -1});
           queues[{r, g.instanceKey, int(op.stream())}].push_back(u);
           for (unsigned m = oi; m < end; ++m)
             unitOf[{r, m}] = u;
@@ -267,69 +277,91 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
       const Call &send = ends.sends[k], &receive = ends.receives[k];
       int a = unitOf.at({send.worldRank, send.op});
       int b = unitOf.at({receive.worldRank, receive.op});
-      units[size_t(a)].meets.push_back({b, send, receive, true});
-      units[size_t(b)].meets.push_back({a, receive, send, true});
+      units[size_t(a)].meets.push_back({b, send, receive});
+      units[size_t(b)].meets.push_back({a, receive, send});
     }
-  for (const auto &[id, comm] : comms)
-    for (const auto &[j, calls] : comm.ofMember)
-      for (size_t k = 0; k < calls.size(); ++k) {
+  // checkCollectivesMatch has made every member's count the same.
+  for (const auto &[id, comm] : comms) {
+    size_t count = comm.ofMember.begin()->second.size();
+    for (size_t k = 0; k < count; ++k) {
+      int round = int(rounds.size());
+      rounds.emplace_back();
+      for (const auto &[j, calls] : comm.ofMember) {
         int u = unitOf.at({calls[k].worldRank, calls[k].op});
-        for (const auto &[j2, calls2] : comm.ofMember)
-          if (j2 != j)
-            units[size_t(u)].meets.push_back(
-                {unitOf.at({calls2[k].worldRank, calls2[k].op}), calls[k],
-                 calls2[k], false});
+        units[size_t(u)].round = round;
+        rounds.back().units.push_back(u);
       }
+    }
+  }
   // posted[u]: u is its queue's current unit or has completed.
   std::vector<char> posted(units.size(), 0);
+  auto post = [&](int u) {
+    if (posted[size_t(u)])
+      return;
+    posted[size_t(u)] = 1;
+    if (int round = units[size_t(u)].round; round >= 0)
+      ++rounds[size_t(round)].posted;
+  };
+  auto completes = [&](const Unit &u) {
+    if (u.round >= 0)
+      return rounds[size_t(u.round)].posted ==
+             rounds[size_t(u.round)].units.size();
+    return std::all_of(u.meets.begin(), u.meets.end(), [&](const Meeting &m) {
+      return posted[size_t(m.other)];
+    });
+  };
   std::vector<size_t> head;
   std::vector<const std::vector<int> *> order;
   for (const auto &[key, queue] : queues) {
     order.push_back(&queue);
     head.push_back(0);
-    posted[size_t(queue.front())] = 1;
+    post(queue.front());
   }
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t q = 0; q < order.size(); ++q)
-      while (head[q] < order[q]->size()) {
-        const Unit &u = units[size_t((*order[q])[head[q]])];
-        if (!std::all_of(u.meets.begin(), u.meets.end(), [&](const Meeting &m) {
-              return posted[size_t(m.other)];
-            }))
-          break;
+      while (head[q] < order[q]->size() &&
+             completes(units[size_t((*order[q])[head[q]])])) {
         if (++head[q] < order[q]->size())
-          posted[size_t((*order[q])[head[q]])] = 1;
+          post((*order[q])[head[q]]);
         moved = true;
       }
   }
   for (size_t q = 0; q < order.size(); ++q) {
     if (head[q] == order[q]->size())
       continue;
-    int stuck = (*order[q])[head[q]];
-    for (const Meeting &m : units[size_t(stuck)].meets) {
-      if (posted[size_t(m.other)])
-        continue;
-      // What the other end's queue is stuck on before it.
-      int blocking = -1;
-      for (size_t q2 = 0; q2 < order.size(); ++q2)
-        if (std::find(order[q2]->begin(), order[q2]->end(), m.other) !=
-            order[q2]->end())
-          blocking = (*order[q2])[head[q2]];
-      const plan::Op &op = opOf(p, units[size_t(stuck)].first);
-      return errorf(
-          describe(p, m.mine), " never completes: ",
-          m.message ? "its partner, " : "the matching collective, ",
-          describe(p, m.theirs), ", is issued only after ",
-          blocking >= 0 ? describe(p, units[size_t(blocking)].first)
-                        : std::string("an op that never completes"),
-          " on the same communicator (group '", groupName(p, op.group()),
-          "', stream ", op.stream(),
-          "), which waits in turn. NCCL runs a communicator's collectives, "
-          "sends and receives in issue order, and only point-to-point ops "
-          "adjacent in the plan go out together as one group: this exchange "
-          "deadlocks");
-    }
+    const Unit &stuck = units[size_t((*order[q])[head[q]])];
+    // The other end not yet posted: a message's partner, or a member of
+    // the round.
+    std::optional<Meeting> waiting;
+    for (const Meeting &m : stuck.meets)
+      if (!posted[size_t(m.other)] && !waiting)
+        waiting = m;
+    if (stuck.round >= 0)
+      for (int v : rounds[size_t(stuck.round)].units)
+        if (!posted[size_t(v)] && !waiting)
+          waiting = Meeting{v, stuck.first, units[size_t(v)].first};
+    if (!waiting)
+      continue;
+    // What the other end's queue is stuck on before it.
+    int blocking = -1;
+    for (size_t q2 = 0; q2 < order.size(); ++q2)
+      if (std::find(order[q2]->begin(), order[q2]->end(), waiting->other) !=
+          order[q2]->end())
+        blocking = (*order[q2])[head[q2]];
+    const plan::Op &op = opOf(p, stuck.first);
+    return errorf(
+        describe(p, waiting->mine), " never completes: ",
+        stuck.round < 0 ? "its partner, " : "the matching collective, ",
+        describe(p, waiting->theirs), ", is issued only after ",
+        blocking >= 0 ? describe(p, units[size_t(blocking)].first)
+                      : std::string("an op that never completes"),
+        " on the same communicator (group '", groupName(p, op.group()),
+        "', stream ", op.stream(),
+        "), which waits in turn. NCCL runs a communicator's collectives, "
+        "sends and receives in issue order, and only point-to-point ops "
+        "adjacent in the plan go out together as one group: this exchange "
+        "deadlocks");
   }
   return Status::ok();
 }

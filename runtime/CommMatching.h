@@ -1,5 +1,4 @@
-//===- CommMatching.h - Every collective and message has its partners -*- C++
-//-*-===//
+//===- CommMatching.h - Collectives and messages meet partners -*- C++ -*-===//
 //
 // A send nobody receives, a receive nobody sends, or a collective that a
 // member of its group never joins blocks its stream: the CPU interpreter

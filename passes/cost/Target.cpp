@@ -227,10 +227,11 @@ llvm::Expected<Target> braid::cost::parseTarget(llvm::StringRef json,
       dim = (*pair)[0].getAsNumber();
       eff = (*pair)[1].getAsNumber();
     }
-    if (!dim || !eff || *dim < 1 || *eff <= 0 || *eff > 1)
+    if (!dim || !eff || !(*dim >= 1 && *dim <= 1e9) ||
+        !(*eff >= 1e-6 && *eff <= 1))
       return gpu.error("matmul_efficiency",
-                       "each entry must be [min_dim >= 1, efficiency in "
-                       "(0, 1]]");
+                       "each entry must be [min_dim in [1, 1e9], efficiency "
+                       "in [1e-6, 1]]");
     if (!t.matmulEfficiency.empty() &&
         *dim <= t.matmulEfficiency.back().minDim)
       return gpu.error("matmul_efficiency",

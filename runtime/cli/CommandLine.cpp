@@ -303,7 +303,7 @@ private:
     CLI::Option *opt = app_.add_flag(name, description);
     opt->group(group_);
     apply_[opt] = [name, set = std::move(set)](const std::string &value) {
-      if (value != "true" && value != "1" && value != "")
+      if (value != "true" && value != "1")
         return errorf(name, " takes no value (got '", value,
                       "'): give the flag to turn it on, leave it out to "
                       "leave it off");
@@ -441,8 +441,9 @@ void CommandLine::addChecking() {
   flag("--check",
        "cuda: replay the same tokens on the CPU interpreter and compare "
        "logits (as --check-against); cpu: check that every op's output is "
-       "finite. Either way, non-finite logits name the first op whose output "
-       "is not finite",
+       "finite, and with --strict also compare with a plain CPU replay. "
+       "Either way, non-finite logits name the first op whose output is not "
+       "finite",
        [this] { o_.check = true; });
   value("--check-against", "PLAN|FILE", "none",
         "PLAN: run that plan on the same tokens (same model, other "

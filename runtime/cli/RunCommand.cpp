@@ -223,9 +223,10 @@ Status reportAndCheck(const Options &o, const PlanRun &run,
     printGpuTiming(std::cout, run, o);
 #endif
   // On the CPU backend --check is the per-op finiteness check during the
-  // run: a CPU replay of a CPU run would compare the interpreter with
-  // itself.
-  if (o.check && o.backend != "cpu")
+  // run, plus, under --strict, a plain replay to compare with (a race the
+  // strict interleaving exposes can leave finite but wrong logits); a plain
+  // CPU run replayed plainly would compare the interpreter with itself.
+  if (o.check && (o.backend != "cpu" || o.strict))
     BRAID_RETURN_IF_ERROR(checkAgainstPlan(o.plan, "cpu", o, run, steps));
   if (reference)
     BRAID_RETURN_IF_ERROR(checkAgainstFile(*reference, o, run, steps));

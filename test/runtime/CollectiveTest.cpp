@@ -643,6 +643,29 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
                                  "joins: it runs no function"),
             std::string::npos)
       << alone.message();
+  // Broadcasts must agree on their root.
+  PlanBuilder roots(2);
+  roots.group("dp", 2);
+  for (int r = 0; r < 2; ++r) {
+    FnBuilder f = roots.function("stage" + std::to_string(r));
+    int x = f.input("x", {2});
+    int y = f.tensor({2});
+    plan::OpT &b = f.op(OpCode::Broadcast, {x}, {y});
+    b.group = 0;
+    b.root = r;
+    f.output("y", y);
+  }
+  auto rootPlan = loadPlan(roots.finish());
+  ASSERT_TRUE(rootPlan) << rootPlan.status().message();
+  Status rootsDiffer = checkCommunicationMatching(rootPlan->root(), {0, 1});
+  ASSERT_FALSE(rootsDiffer);
+  EXPECT_NE(rootsDiffer.message().find(
+                "is broadcast from rank 0 of f32, 2 elements in, 2 out, but "
+                "world rank 1 (function 'stage1', op 0, broadcast) is "
+                "broadcast from rank 1"),
+            std::string::npos)
+      << rootsDiffer.message();
+  EXPECT_TRUE(checkCommunicationMatching(rootPlan->root(), {0, 0}));
   // Matched, the stages run: 1 + 3 and 2 + 4 on both ranks.
   PlanBuilder matched = stages(1, OpCode::AllReduce, 2);
   auto out = runExchange(matched, /*strict=*/false, 60000);
@@ -656,7 +679,8 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
 // whose send is queued behind the other member's collective deadlocks. An
 // all_to_all is NCCL sends and receives to every member, the same case.
 TEST(Collectives, ACollectiveQueuedBehindAReceiveDeadlocks) {
-  for (OpCode code : {OpCode::AllReduce, OpCode::AllToAll}) {
+  for (OpCode code :
+       {OpCode::AllReduce, OpCode::AllToAll, OpCode::AllReduceStart}) {
     auto stages = [&](bool sendFirst) {
       PlanBuilder pb(2);
       pb.group("pp", 2);
@@ -667,6 +691,12 @@ TEST(Collectives, ACollectiveQueuedBehindAReceiveDeadlocks) {
         auto collective = [&] {
           plan::OpT &c = f.op(code, {x}, {y});
           c.group = 0;
+          if (code != OpCode::AllReduceStart)
+            return;
+          // Issued at the start (its NCCL call), completed at the wait.
+          f.fn().num_handles = 1;
+          c.handle = 0;
+          f.op(OpCode::Wait, {}, {}).handle = 0;
         };
         auto message = [&] {
           if (r == 0)
@@ -687,7 +717,9 @@ TEST(Collectives, ACollectiveQueuedBehindAReceiveDeadlocks) {
       }
       return pb;
     };
-    const char *name = code == OpCode::AllReduce ? "all_reduce" : "all_to_all";
+    const char *name = code == OpCode::AllReduce  ? "all_reduce"
+                       : code == OpCode::AllToAll ? "all_to_all"
+                                                  : "all_reduce_start";
     PlanBuilder crossed = stages(/*sendFirst=*/false);
     auto start = std::chrono::steady_clock::now();
     auto refused = runExchange(crossed, /*strict=*/false, 60000);
