@@ -138,6 +138,13 @@ void mlir::braid::narrowSlicedGathers(Operation *root) {
   SmallVector<AllGatherOp> gathers;
   root->walk([&](AllGatherOp g) { gathers.push_back(g); });
   for (AllGatherOp gather : gathers) {
+    // Read by nothing: every rank skips it alike (braid-decompose leaves
+    // the final gathers of all chunks but the one the last-token slice
+    // reads).
+    if (gather->use_empty()) {
+      gather->erase();
+      continue;
+    }
     SmallVector<SliceOp> throughs;
     SmallVector<Reader, 2> readers = plannedReaders(gather, throughs);
     if (readers.empty())

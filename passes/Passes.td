@@ -39,7 +39,9 @@ def BraidNarrowGathersPass : Pass<"braid-narrow-gathers", "::mlir::ModuleOp"> {
     A gather is rewritten only when every reader is such a slice and the
     narrow gathers together move less than it did; otherwise it stays
     whole, since narrow gathers beside it would only add collectives. An
-    empty piece and a group of one are left alone.
+    empty piece and a group of one are left alone. A gather nothing reads
+    is removed (braid-decompose leaves one per chunk but the last for the
+    prefill's final hidden state).
 
     The elements are the same, moved rather than computed: the result is
     bit for bit the same. Under Megatron sequence parallelism the

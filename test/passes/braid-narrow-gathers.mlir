@@ -36,6 +36,15 @@ func.func @another_dim(%x: tensor<1x1x8xf32>) -> tensor<1x1x2xf32> {
   return %s : tensor<1x1x2xf32>
 }
 
+// A gather nothing reads gathers nothing: it goes (every rank of an SPMD
+// function skips it alike).
+// CHECK-LABEL: func.func @unread
+// CHECK-NEXT: return %arg0
+func.func @unread(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %g = braid.all_gather %x on @tp dim 1 : tensor<1x4x8xf32> -> tensor<1x8x8xf32>
+  return %x : tensor<1x4x8xf32>
+}
+
 // Left alone where the whole gather stays for another reader (narrow
 // gathers beside it would only add collectives), where the slices
 // together keep a whole piece, for an empty piece, and for a group of one.
