@@ -24,6 +24,7 @@ struct Reader {
   // of the gathered slices to keep (-1: all of them, the whole dim).
   SmallVector<int64_t> localOffsets, localSizes;
   int64_t owner = -1;
+  int64_t ranks = 0; // the group's size: pieces along the gathered dim
 };
 
 /// Plans `reader` from each rank's piece: its range along the gathered dim
@@ -54,14 +55,8 @@ bool planRead(AllGatherOp gather, Reader &reader) {
     reader.localSizes[d] = piece;
     reader.owner = -1;
   }
+  reader.ranks = ranks;
   return true;
-}
-
-int64_t product(ArrayRef<int64_t> sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes)
-    n *= s;
-  return n;
 }
 
 /// The planned `reader`: each rank's slice, gathered, and the owner's.
@@ -69,9 +64,6 @@ Value buildRead(AllGatherOp gather, Reader reader) {
   auto pieceType = cast<RankedTensorType>(gather.getInput().getType());
   auto outType = cast<RankedTensorType>(reader.op.getType());
   size_t d = size_t(gather.getDim());
-  int64_t ranks =
-      cast<RankedTensorType>(gather.getType()).getDimSize(int64_t(d)) /
-      pieceType.getDimSize(int64_t(d));
   OpBuilder b(reader.op);
   Location loc = reader.op.getLoc();
   Type element = pieceType.getElementType();
@@ -79,7 +71,7 @@ Value buildRead(AllGatherOp gather, Reader reader) {
       b, loc, RankedTensorType::get(reader.localSizes, element),
       gather.getInput(), reader.localOffsets, reader.localSizes);
   SmallVector<int64_t> gatheredShape(reader.localSizes);
-  gatheredShape[d] *= ranks;
+  gatheredShape[d] *= reader.ranks;
   Value gathered =
       AllGatherOp::create(b, loc, RankedTensorType::get(gatheredShape, element),
                           mine, gather.getGroupAttr(), gather.getDimAttr());
@@ -99,12 +91,10 @@ SmallVector<Reader, 2> plannedReaders(AllGatherOp gather,
                                       SmallVector<SliceOp> &throughs) {
   SmallVector<Reader, 2> readers;
   for (Operation *user : gather->getUsers()) {
+    // (A slice has one operand: each appears here once.)
     auto slice = dyn_cast<SliceOp>(user);
     if (!slice)
       return {};
-    if (llvm::any_of(readers, [&](const Reader &r) { return r.op == slice; }) ||
-        llvm::is_contained(throughs, slice))
-      continue;
     Reader direct{slice, SmallVector<int64_t>(slice.getOffsets()),
                   SmallVector<int64_t>(slice.getSizes())};
     if (planRead(gather, direct)) {
@@ -123,9 +113,7 @@ SmallVector<Reader, 2> plannedReaders(AllGatherOp gather,
         o += base;
       if (!planRead(gather, composed))
         return {};
-      if (!llvm::any_of(readers,
-                        [&](const Reader &r) { return r.op == innerSlice; }))
-        readers.push_back(composed);
+      readers.push_back(composed);
     }
     throughs.push_back(slice);
   }
@@ -153,7 +141,7 @@ void mlir::braid::narrowSlicedGathers(Operation *root) {
     // replace.
     int64_t kept = 0;
     for (const Reader &r : readers)
-      kept += product(r.localSizes);
+      kept += ShapedType::getNumElements(r.localSizes);
     if (kept >=
         cast<RankedTensorType>(gather.getInput().getType()).getNumElements())
       continue;

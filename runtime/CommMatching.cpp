@@ -6,7 +6,6 @@
 #include "runtime/PlanLoader.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,7 +38,6 @@ using CommId = std::pair<int64_t, int>;
 struct CommCollectives {
   int group = 0;
   GroupPosition position; // of any member: names the instance's members
-  int stream = 0;
   std::map<int, std::vector<Call>> ofMember; // rank in group -> calls
 };
 
@@ -77,12 +75,8 @@ std::string signature(const plan::Plan &p, const Call &c) {
   const plan::Op &op = opOf(p, c);
   plan::OpCode code = syncOpcode(op.opcode());
   std::string s = opcodeName(code);
-  if (code == plan::OpCode::AllReduce || code == plan::OpCode::ReduceScatter) {
-    std::string kind = plan::EnumNameReduceKind(op.reduce_kind());
-    std::transform(kind.begin(), kind.end(), kind.begin(),
-                   [](unsigned char ch) { return char(std::tolower(ch)); });
-    s += " " + kind;
-  }
+  if (code == plan::OpCode::AllReduce || code == plan::OpCode::ReduceScatter)
+    s += std::string(" ") + reduceName(op.reduce_kind());
   if (code == plan::OpCode::Broadcast)
     s += " from rank " + std::to_string(op.root());
   const plan::Tensor &in = tensorOf(p, c, op.operands()->Get(0));
@@ -170,7 +164,7 @@ Status checkCollectivesMatch(const plan::Plan &p,
       members += (j ? ", " : "") + std::to_string(g.memberWorldRank(j));
     std::string where = "the communicator of group '" + group +
                         "' (world ranks " + members + ") on stream " +
-                        std::to_string(comm.stream);
+                        std::to_string(id.second);
     size_t most = 0;
     for (const auto &[j, calls] : comm.ofMember)
       most = std::max(most, calls.size());
@@ -202,11 +196,12 @@ Status checkCollectivesMatch(const plan::Plan &p,
                           : std::string("it runs no function"),
                       " (the collective would block its stream forever)");
       }
+      std::string expected = signature(p, *first);
       for (int j = 0; j < g.size; ++j) {
         const Call &c = comm.ofMember.at(j)[k];
-        if (std::string a = signature(p, *first), b = signature(p, c); a != b)
+        if (std::string b = signature(p, c); b != expected)
           return errorf("collective ", k + 1, " on ", where, ": ",
-                        describe(p, *first), " is ", a, ", but ",
+                        describe(p, *first), " is ", expected, ", but ",
                         describe(p, c), " is ", b,
                         " (NCCL needs every member's to agree)");
       }
@@ -395,7 +390,6 @@ braid::rt::checkCommunicationMatching(const plan::Plan &p,
             CommCollectives &c = comms[{g.instanceKey, int(op.stream())}];
             c.group = op.group();
             c.position = g;
-            c.stream = int(op.stream());
             c.ofMember[g.rankInGroup].push_back({r, fi, oi, 0});
             continue;
           }

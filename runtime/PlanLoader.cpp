@@ -41,6 +41,20 @@ const braid::plan::Function *LoadedPlan::function(std::string_view name) const {
   return i < 0 ? nullptr : root_->functions()->Get(unsigned(i));
 }
 
+const char *braid::rt::reduceName(plan::ReduceKind kind) {
+  switch (kind) {
+  case plan::ReduceKind::Sum:
+    return "sum";
+  case plan::ReduceKind::Max:
+    return "max";
+  case plan::ReduceKind::Min:
+    return "min";
+  case plan::ReduceKind::Prod:
+    return "prod";
+  }
+  return "?";
+}
+
 const char *braid::rt::opcodeName(OpCode op) {
   switch (op) {
 #define CASE(E, S)                                                             \

@@ -124,6 +124,8 @@ int64_t embeddingVocabStart(const plan::Plan &plan, const plan::Op &op,
                             int worldRank, const std::vector<int64_t> &table);
 
 const char *opcodeName(plan::OpCode opcode);
+/// "sum", "max", "min" or "prod": as the IR and --print-plan spell it.
+const char *reduceName(plan::ReduceKind kind);
 
 /// A function input matched to the tensor it fills.
 struct BoundInput {

@@ -44,20 +44,6 @@ const char *kindName(TensorKind kind) {
   return "?";
 }
 
-const char *reduceName(braid::plan::ReduceKind kind) {
-  switch (kind) {
-  case braid::plan::ReduceKind::Sum:
-    return "sum";
-  case braid::plan::ReduceKind::Max:
-    return "max";
-  case braid::plan::ReduceKind::Min:
-    return "min";
-  case braid::plan::ReduceKind::Prod:
-    return "prod";
-  }
-  return "?";
-}
-
 /// The attributes `op`'s opcode reads, as ` {a = 1, b = 2}` (or nothing).
 void printAttributes(std::ostream &os, const braid::plan::Op &op) {
   std::ostringstream a;

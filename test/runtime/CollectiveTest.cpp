@@ -421,6 +421,17 @@ TEST(Collectives, SendAndRecvOnDifferentStreamsNeverMatch) {
       << out.status().message();
 }
 
+/// checkCommunicationMatching refuses world rank r running function
+/// `functionOfRank[r]` of `p` with an error that holds `text`.
+void expectMatchingRefused(const plan::Plan &p,
+                           const std::vector<int> &functionOfRank,
+                           const std::string &text) {
+  Status refused = checkCommunicationMatching(p, functionOfRank);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find(text), std::string::npos)
+      << refused.message();
+}
+
 // Sends and receives are paired before the step (CommMatching.h): a send
 // nobody receives, a receive nobody sends, or a pair of different sizes is
 // an error naming both ranks at once, not a wait for the collective
@@ -487,19 +498,13 @@ TEST(Collectives, PointToPointPairingOfAnAssignment) {
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
   EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 0}));
-  Status alone = checkCommunicationMatching(plan->root(), {0, -1});
-  ASSERT_FALSE(alone);
-  EXPECT_NE(alone.message().find("world rank 0 (function 'swap', op 1, "
-                                 "send) sends to world rank 1 (rank 1 of "
-                                 "'pp') on stream 0, which runs no function"),
-            std::string::npos)
-      << alone.message();
-  Status idle = checkCommunicationMatching(plan->root(), {-1, 0});
-  ASSERT_FALSE(idle);
-  EXPECT_NE(idle.message().find("receives from world rank 0 (rank 0 of "
-                                "'pp') on stream 0, which runs no function"),
-            std::string::npos)
-      << idle.message();
+  expectMatchingRefused(plan->root(), {0, -1},
+                        "world rank 0 (function 'swap', op 1, "
+                        "send) sends to world rank 1 (rank 1 of "
+                        "'pp') on stream 0, which runs no function");
+  expectMatchingRefused(plan->root(), {-1, 0},
+                        "receives from world rank 0 (rank 0 of "
+                        "'pp') on stream 0, which runs no function");
   auto runner = ThreadedRunner::create(*plan);
   ASSERT_TRUE(runner) << runner.status().message();
   auto out = (*runner)->run(
@@ -560,14 +565,11 @@ TEST(Collectives, PointToPointPairingOnAMesh) {
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
   EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 0, 1, 1}));
-  Status crossed = checkCommunicationMatching(plan->root(), {0, 1, 0, 1});
-  ASSERT_FALSE(crossed);
-  EXPECT_NE(crossed.message().find(
-                "world rank 0 (function 'first', op 0, send) sends to world "
-                "rank 2 (rank 1 of 'pp') on stream 0, which never receives "
-                "it"),
-            std::string::npos)
-      << crossed.message();
+  expectMatchingRefused(
+      plan->root(), {0, 1, 0, 1},
+      "world rank 0 (function 'first', op 0, send) sends to world "
+      "rank 2 (rank 1 of 'pp') on stream 0, which never receives "
+      "it");
 }
 
 // Pipeline stages that share a group also share its collectives: every
@@ -637,12 +639,9 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
   PlanBuilder idle = stages(1, OpCode::AllReduce, 2);
   auto plan = loadPlan(idle.finish());
   ASSERT_TRUE(plan) << plan.status().message();
-  Status alone = checkCommunicationMatching(plan->root(), {0, -1});
-  ASSERT_FALSE(alone);
-  EXPECT_NE(alone.message().find("which world rank 1 (rank 1 of 'dp') never "
-                                 "joins: it runs no function"),
-            std::string::npos)
-      << alone.message();
+  expectMatchingRefused(plan->root(), {0, -1},
+                        "which world rank 1 (rank 1 of 'dp') never "
+                        "joins: it runs no function");
   // Broadcasts must agree on their root.
   PlanBuilder roots(2);
   roots.group("dp", 2);
@@ -657,14 +656,11 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
   }
   auto rootPlan = loadPlan(roots.finish());
   ASSERT_TRUE(rootPlan) << rootPlan.status().message();
-  Status rootsDiffer = checkCommunicationMatching(rootPlan->root(), {0, 1});
-  ASSERT_FALSE(rootsDiffer);
-  EXPECT_NE(rootsDiffer.message().find(
-                "is broadcast from rank 0 of f32, 2 elements in, 2 out, but "
-                "world rank 1 (function 'stage1', op 0, broadcast) is "
-                "broadcast from rank 1"),
-            std::string::npos)
-      << rootsDiffer.message();
+  expectMatchingRefused(
+      rootPlan->root(), {0, 1},
+      "is broadcast from rank 0 of f32, 2 elements in, 2 out, but "
+      "world rank 1 (function 'stage1', op 0, broadcast) is "
+      "broadcast from rank 1");
   EXPECT_TRUE(checkCommunicationMatching(rootPlan->root(), {0, 0}));
   // Matched, the stages run: 1 + 3 and 2 + 4 on both ranks.
   PlanBuilder matched = stages(1, OpCode::AllReduce, 2);
