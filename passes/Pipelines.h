@@ -20,7 +20,7 @@ struct PipelineOptions {
   /// braid-schedule + braid-assign-streams + braid-insert-events
   /// (test/run/schedule.test).
   bool schedule = true;
-  /// braid-decompose's chunk counts (with schedule; "": not run).
+  /// braid-decompose's chunk counts (with schedule; "" or "off": not run).
   std::string decompose = "1,2,4";
   /// braid-decompose's order: "auto", "side-by-side" or "skewed".
   std::string decomposeOrder = "auto";
@@ -37,6 +37,13 @@ struct PipelineOptions {
 void buildDefaultPipeline(mlir::OpPassManager &pm,
                           const PipelineOptions &options = {});
 
+/// What is wrong with the values of `options` no pass checks itself (the
+/// chunk counts, their order, the byte bound), naming each as
+/// `<prefix><name>` ("--decompose" for braid-compile's flags,
+/// "decompose" for the pipeline's options); "" when nothing is.
+std::string pipelineOptionsError(const PipelineOptions &options,
+                                 llvm::StringRef prefix);
+
 /// braid-schedule (priced on `target`), braid-assign-streams and, with
 /// `events`, braid-insert-events: what turns an unscheduled module into a
 /// scheduled one. The default pipeline runs them; braid-decompose prices
@@ -46,7 +53,9 @@ void buildDefaultPipeline(mlir::OpPassManager &pm,
 void addSchedulingPasses(mlir::OpPassManager &pm, const std::string &target,
                          bool report = false, bool events = true);
 
-/// Registers `braid-default-pipeline`.
+/// Registers `braid-default-pipeline`, whose options are braid-compile's
+/// pipeline flags under the same names (`braid-opt
+/// --braid-default-pipeline='schedule=false target=h200-x8'`).
 void registerPipelines();
 
 } // namespace braid

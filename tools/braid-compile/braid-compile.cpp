@@ -202,28 +202,18 @@ int main(int argc, char **argv) {
     pipeline.fuseCollectives = fuseCollectives;
     pipeline.fuseCompute = fuseCompute;
     pipeline.schedule = schedule;
-    // Checked here to name the flag (braid-decompose would name its own
-    // option).
-    if (decompose != "off" && !mlir::braid::parseChunkCounts(decompose))
-      return fail("--decompose '" + decompose +
-                  "': chunk counts are integers of 1 or more, "
-                  "comma-separated, or 'off'");
-    pipeline.decompose = decompose == "off" ? "" : std::string(decompose);
-    // Whether or not a pass will read it (--schedule=false runs none).
-    if (decomposeOrder != "auto" && decomposeOrder != "side-by-side" &&
-        decomposeOrder != "skewed")
-      return fail("--decompose-order '" + decomposeOrder +
-                  "': use auto, side-by-side or skewed");
+    pipeline.decompose = decompose;
     pipeline.decomposeOrder = decomposeOrder;
-    if (combineCollectiveBytes < 0)
-      return fail("--combine-collectives " +
-                  std::to_string(combineCollectiveBytes) +
-                  ": a byte count, 0 or more (0: never)");
     pipeline.combineCollectiveBytes = combineCollectiveBytes;
     pipeline.sequenceParallel = sequenceParallel;
     pipeline.sequenceParallelForce = sequenceParallelForce;
     pipeline.target = target;
     pipeline.report = report;
+    // Checked here to name the flags (braid-decompose would name its own
+    // option, and only when it runs).
+    std::string error = braid::pipelineOptionsError(pipeline, "--");
+    if (!error.empty())
+      return fail(error);
     braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
