@@ -211,15 +211,19 @@ Status checkCollectivesMatch(const plan::Plan &p,
 }
 
 /// Whether every matched collective and message can complete when each
-/// communicator (group instance and stream) runs its ops in issue order as
-/// NCCL does: an issue unit (a collective, a group of adjacent
-/// point-to-point ops, P2PGroups.h, or a lone one) is posted once the
-/// units before it on its communicator have completed, and completes once
-/// the units it meets are posted (the other end of each of its messages,
-/// the other members' matching collective). Units are advanced to a fixed
-/// point; one left over is a deadlock. Other orderings (stream order across
-/// communicators, events) only delay units, so a unit stuck here is stuck
-/// on the device too.
+/// rank runs its communication in plan order: an issue unit (a collective,
+/// a group of adjacent point-to-point ops, P2PGroups.h, or a lone one) is
+/// posted once the units before it on its rank have completed, and
+/// completes once the units it meets are posted (the other end of each of
+/// its messages, the other members' matching collective). Units are
+/// advanced to a fixed point; one left over is a deadlock.
+///
+/// One queue per rank, not per communicator: on one communicator NCCL runs
+/// the units in issue order, and the loader's hang rule
+/// (ScheduleCheck.h) orders units of different communicators one after
+/// the other, so a rank's units complete in plan order whatever their
+/// communicators. Two stages that meet on two communicators in opposite
+/// orders deadlock, which per-communicator queues did not see.
 Status
 checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
                 const std::map<Communicator::Channel, ChannelEnds> &channels,
@@ -244,10 +248,9 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
   };
   std::vector<Unit> units;
   std::vector<Round> rounds;
-  // (world rank, op) -> its unit; per (world rank, communicator) the units
-  // in issue order.
+  // (world rank, op) -> its unit; per world rank the units in plan order.
   std::map<std::pair<int, unsigned>, int> unitOf;
-  std::map<std::tuple<int, int64_t, int>, std::vector<int>> queues;
+  std::map<int, std::vector<int>> queues;
   forEachRunningRank(
       p, functionOfRank, [&](int r, int fi, const plan::Function &f) {
         std::vector<int> ends = p2pGroupEnds(f);
@@ -258,10 +261,9 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
             continue;
           }
           unsigned end = ends[oi] > 0 ? unsigned(ends[oi]) : oi + 1;
-          GroupPosition g = groupPosition(p, op.group(), r);
           int u = int(units.size());
           units.push_back({{r, fi, oi, 0}, {}, -1});
-          queues[{r, g.instanceKey, int(op.stream())}].push_back(u);
+          queues[r].push_back(u);
           for (unsigned m = oi; m < end; ++m)
             unitOf[{r, m}] = u;
           oi = end;
@@ -338,23 +340,35 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
           waiting = Meeting{v, stuck.first, units[size_t(v)].first};
     if (!waiting)
       continue;
-    // What the other end's queue is stuck on before it.
+    // What the other end's rank is stuck on before it.
     int blocking = -1;
     for (size_t q2 = 0; q2 < order.size(); ++q2)
       if (std::find(order[q2]->begin(), order[q2]->end(), waiting->other) !=
           order[q2]->end())
         blocking = (*order[q2])[head[q2]];
-    const plan::Op &op = opOf(p, stuck.first);
+    const Call &theirs = units[size_t(waiting->other)].first;
+    std::string before = "an op that never completes";
+    if (blocking >= 0) {
+      const Call &b = units[size_t(blocking)].first;
+      const plan::Op &bop = opOf(p, b);
+      GroupPosition gb = groupPosition(p, bop.group(), b.worldRank);
+      GroupPosition gt =
+          groupPosition(p, opOf(p, theirs).group(), theirs.worldRank);
+      bool same = gb.instanceKey == gt.instanceKey &&
+                  bop.stream() == opOf(p, theirs).stream();
+      before = describe(p, b) +
+               (same ? " on the same communicator"
+                     : " on another of its communicators") +
+               " (group '" + groupName(p, bop.group()) + "', stream " +
+               std::to_string(bop.stream()) + ")";
+    }
     return errorf(
         describe(p, waiting->mine), " never completes: ",
         stuck.round < 0 ? "its partner, " : "the matching collective, ",
-        describe(p, waiting->theirs), ", is issued only after ",
-        blocking >= 0 ? describe(p, units[size_t(blocking)].first)
-                      : std::string("an op that never completes"),
-        " on the same communicator (group '", groupName(p, op.group()),
-        "', stream ", op.stream(),
-        "), which waits in turn. NCCL runs a communicator's collectives, "
-        "sends and receives in issue order, and only point-to-point ops "
+        describe(p, waiting->theirs), ", is issued only after ", before,
+        ", which waits in turn. NCCL runs a communicator's collectives, "
+        "sends and receives in issue order, a rank's communicators one "
+        "after another (the hang rule), and only point-to-point ops "
         "adjacent in the plan go out together as one group: this exchange "
         "deadlocks");
   }

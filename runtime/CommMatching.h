@@ -21,8 +21,10 @@
 // point-to-point ops go out together (P2PGroups.h), so two ranks that each
 // send before they receive, apart, deadlock, and so do a send queued
 // behind a collective whose other member waits on the receive first. The
-// check then advances every communicator's issue units (point-to-point
-// groups, lone ops and collectives) as NCCL would and refuses an
+// loader's hang rule orders a rank's communicators one after another, so
+// two stages that meet on two communicators in opposite orders deadlock
+// too. The check then advances every rank's issue units (point-to-point
+// groups, lone ops and collectives) in plan order and refuses an
 // assignment that leaves one stuck. Conservative as the strict
 // interpreter is: NCCL may complete small lone sends from its buffers.
 //

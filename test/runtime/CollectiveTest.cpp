@@ -744,6 +744,78 @@ TEST(Collectives, ACollectiveQueuedBehindAReceiveDeadlocks) {
   }
 }
 
+// Two stages that share two communicators and meet on them in opposite
+// orders: the loader's hang rule runs a rank's communicators one after
+// another, so stage0's all_reduce on 'a' waits for stage1 to finish 'b',
+// which waits for stage0. Each communicator on its own matches and keeps
+// its order; the deadlock is only across them. Refused before the step;
+// in the same order the stages run. Also with the second collective on
+// another stream of the same group (another communicator), ordered after
+// the first by an event.
+TEST(Collectives, StagesThatMeetOnTwoCommunicatorsInOppositeOrdersDeadlock) {
+  for (bool secondStream : {false, true}) {
+    auto stages = [&](bool sameOrder) {
+      PlanBuilder pb(2);
+      pb.group("a", 2);
+      pb.group("b", 2);
+      for (int r = 0; r < 2; ++r) {
+        FnBuilder f = pb.function("stage" + std::to_string(r));
+        int x = f.input("x", {2});
+        int y = f.tensor({2}), z = f.tensor({2});
+        // On the second stream the second collective is 'a' again.
+        auto collective = [&](int which, int out) -> plan::OpT & {
+          plan::OpT &c = f.op(OpCode::AllReduce, {x}, {out});
+          c.group = secondStream ? 0 : which;
+          c.stream = secondStream ? which : 0;
+          return c;
+        };
+        bool flip = r == 1 && !sameOrder;
+        int first = flip ? 1 : 0;
+        plan::OpT &one = collective(first, y);
+        plan::OpT &two = collective(1 - first, z);
+        if (secondStream) {
+          f.fn().num_streams = 2;
+          f.fn().num_events = 1;
+          one.record_events = {0};
+          two.wait_events = {0};
+        }
+        f.output("y", y);
+        f.output("z", z);
+      }
+      return pb;
+    };
+    const char *name = secondStream ? "two streams" : "two groups";
+    PlanBuilder crossed = stages(/*sameOrder=*/false);
+    auto start = std::chrono::steady_clock::now();
+    auto refused = runExchange(crossed, /*strict=*/false, 60000);
+    ASSERT_FALSE(refused) << name;
+    std::string second =
+        secondStream ? "(group 'a', stream 1)" : "(group 'b', stream 0)";
+    EXPECT_NE(refused.status().message().find(
+                  "world rank 0 (function 'stage0', op 0, all_reduce) never "
+                  "completes: the matching collective, world rank 1 "
+                  "(function 'stage1', op 1, all_reduce), is issued only after "
+                  "world rank 1 "
+                  "(function 'stage1', op 0, all_reduce) on another of its "
+                  "communicators " +
+                  second + ", which waits in turn"),
+              std::string::npos)
+        << name << ": " << refused.status().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(20))
+        << name;
+    for (bool strict : {false, true}) {
+      PlanBuilder ordered = stages(/*sameOrder=*/true);
+      auto out = runExchange(ordered, strict, 60000);
+      ASSERT_TRUE(out) << name << ": " << out.status().message();
+      for (int r = 0; r < 2; ++r)
+        EXPECT_EQ((*out)[size_t(r)].at("z").toFloats(),
+                  (std::vector<float>{4, 6}))
+            << name;
+    }
+  }
+}
+
 // Which adjacent point-to-point ops form a group (P2PGroups.h).
 TEST(Collectives, PointToPointGroupsFollowTheRules) {
   struct Case {
