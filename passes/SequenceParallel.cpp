@@ -760,10 +760,15 @@ struct BraidSequenceParallelPass
       if (tgt && !ulyssesHere) {
         // Price the rewritten function against the original on the
         // target's timeline; keep it only where the step gets faster.
-        double before = ::braid::cost::stepTime(func, *model);
+        // Both as the pipeline will leave them: slices gather only their
+        // rows (else a sliced gather SP does not touch counts whole
+        // against the original only, and SP wins by its narrowing).
+        auto original = cast<func::FuncOp>(func->clone());
+        narrowSlicedGathers(original);
+        double before = ::braid::cost::stepTime(original, *model);
+        original.erase();
         auto trial = cast<func::FuncOp>(func->clone());
         rewriter.rewrite(rewriter.analyze(trial));
-        // As the pipeline will leave it: slices gather only their rows.
         narrowSlicedGathers(trial);
         double after = ::braid::cost::stepTime(trial, *model);
         trial.erase();
