@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of one target (the ctests fuzz-plan-loader,
-# fuzz-safetensors, fuzz-config).
+# fuzz-safetensors, fuzz-config, fuzz-cost).
 #
 #   run-fuzz.sh TARGET FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]
 #
-# TARGET is plan-loader, safetensors or config. Writes the target's seeds into
+# TARGET is plan-loader, safetensors, config or cost (the module cost-fuzzer
+# prices is compiled with BRAID_COMPILE into ARTIFACT_DIR). Writes the target's seeds into
 # a fresh temporary corpus (nothing binary is committed: plans are compiled
 # with BRAID_COMPILE, checkpoints written by fuzz/seeds/make-safetensors-seeds.py,
 # configs copied from models/, test/frontend/Inputs/ and the golden configs of
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 if [ $# -lt 5 ]; then
-  echo "usage: $0 plan-loader|safetensors|config FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
+  echo "usage: $0 plan-loader|safetensors|config|cost FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
   exit 2
 fi
 target=$1 fuzzer=$2 compile=$3 root=$4 artifacts=$5
@@ -79,8 +80,27 @@ config)
   { echo "#braid --tp 2 --dtype fp16 --keep-logits-sharded --prefill-all-logits"
     cat "$root/test/frontend/Inputs/tiny-gpt2.json"; } > "$corpus/tiny-gpt2-opts.json"
   ;;
+cost)
+  # The module every input prices (fuzz/CostFuzzer.cpp): kept beside the
+  # corpus, not in it.
+  module="$artifacts/cost-module.mlir"
+  mkdir -p "$artifacts"
+  if ! "$compile" --tp 4 --seq 8 --max-seq 16 --sp-force --decompose 2 \
+      --emit-mlir -o "$module"; then
+    echo "$name: braid-compile --emit-mlir failed" >&2
+    exit 1
+  fi
+  export BRAID_COST_FUZZ_MODULE="$module"
+  for f in "$root"/targets/*.json "$root"/test/passes/Inputs/*target*.json; do
+    [ -f "$f" ] && cp "$f" "$corpus/$(basename "$f")"
+  done
+  for f in "$root"/test/passes/Inputs/*.csv; do
+    [ -f "$f" ] || continue
+    { echo "#calibration"; cat "$f"; } > "$corpus/calibration-$(basename "$f")"
+  done
+  ;;
 *)
-  echo "$name: unknown target '$target' (plan-loader, safetensors, config)" >&2
+  echo "$name: unknown target '$target' (plan-loader, safetensors, config, cost)" >&2
   exit 2
   ;;
 esac

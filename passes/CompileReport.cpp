@@ -23,6 +23,19 @@ static std::string exposed(const cost::Timeline &t) {
          " of the step)";
 }
 
+/// The report's lines that need no price: token chunks and the arena.
+static void printLayout(llvm::raw_ostream &os, func::FuncOp func) {
+  auto chunks = func->getAttrOfType<IntegerAttr>(mlir::braid::kTokenChunksAttr);
+  os << "  token chunks            " << (chunks ? chunks.getInt() : 1) << "\n";
+  auto arena = func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaSizeAttr);
+  auto bound =
+      func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaLowerBoundAttr);
+  os << "  arena                   "
+     << (arena ? std::to_string(arena.getInt()) + " bytes" : "unplanned")
+     << ", liveness lower bound "
+     << (bound ? std::to_string(bound.getInt()) + " bytes" : "unknown") << "\n";
+}
+
 llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
                                       ModuleOp serial,
                                       const std::string &target) {
@@ -39,8 +52,14 @@ llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
     if (!func.getBody().hasOneBlock())
       return llvm::createStringError("@" + func.getSymName().str() +
                                      " has more than one block");
-    cost::Timeline now = cost::simulate(func, model);
     os << "@" << func.getSymName() << " on " << tgt->name << ":\n";
+    if (std::string problem = model.fitProblem(); !problem.empty()) {
+      // Every collective would cost infinity.
+      os << "  step                    not priced: " << problem << "\n";
+      printLayout(os, func);
+      continue;
+    }
+    cost::Timeline now = cost::simulate(func, model);
     auto before = serial ? serial.lookupSymbol<func::FuncOp>(func.getSymName())
                          : func::FuncOp();
     if (before && before.getBody().hasOneBlock()) {
@@ -62,18 +81,7 @@ llvm::Error braid::printCompileReport(llvm::raw_ostream &os, ModuleOp compiled,
     double efficiency = now.overlapEfficiency();
     os << "  overlap efficiency      " << cost::formatPercent(efficiency)
        << (std::isnan(efficiency) ? " (nothing to overlap)" : "") << "\n";
-    auto chunks =
-        func->getAttrOfType<IntegerAttr>(mlir::braid::kTokenChunksAttr);
-    os << "  token chunks            " << (chunks ? chunks.getInt() : 1)
-       << "\n";
-    auto arena = func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaSizeAttr);
-    auto bound =
-        func->getAttrOfType<IntegerAttr>(mlir::braid::kArenaLowerBoundAttr);
-    os << "  arena                   "
-       << (arena ? std::to_string(arena.getInt()) + " bytes" : "unplanned")
-       << ", liveness lower bound "
-       << (bound ? std::to_string(bound.getInt()) + " bytes" : "unknown")
-       << "\n";
+    printLayout(os, func);
   }
   return llvm::Error::success();
 }

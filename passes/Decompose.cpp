@@ -828,6 +828,11 @@ struct BraidDecomposePass
           << chunks << "'";
       return signalPassFailure();
     }
+    // A target smaller than the module prices every collective at
+    // infinity: then nothing is chosen by price (a count given alone still
+    // applies).
+    std::string fitProblem =
+        cost::CostModel(*tgt, cost::LaunchMode::Graph, module).fitProblem();
     // Functions, and the variants braid-sequence-parallel left beside them.
     SmallVector<func::FuncOp> funcs;
     llvm::StringMap<SmallVector<func::FuncOp>> variants;
@@ -853,7 +858,8 @@ struct BraidDecomposePass
         }
         continue;
       }
-      if (failed(decomposeFunction(module, func, mine, *tgt, *candidates)))
+      if (failed(decomposeFunction(module, func, mine, *tgt, *candidates,
+                                   fitProblem)))
         return signalPassFailure();
     }
     for (auto &[of, orphans] : variants) {
@@ -903,7 +909,8 @@ struct BraidDecomposePass
   LogicalResult decomposeFunction(ModuleOp module, func::FuncOp func,
                                   ArrayRef<func::FuncOp> variants,
                                   const cost::Target &tgt,
-                                  ArrayRef<int> candidates) {
+                                  ArrayRef<int> candidates,
+                                  StringRef fitProblem) {
     SmallVector<func::FuncOp> forms{func};
     forms.append(variants.begin(), variants.end());
     // A count that cannot apply is reported and skipped.
@@ -938,7 +945,12 @@ struct BraidDecomposePass
           << std::get<2>(refused.front()) << "): the function stays whole";
     std::string decision;
     llvm::raw_string_ostream os(decision);
-    if (legal.size() > 1) {
+    if (legal.size() > 1 && !fitProblem.empty()) {
+      // Unpriced: the first legal choice, the function as it is unless a
+      // count was forced (side by side then).
+      best = legal.front();
+      os << "not priced: " << fitProblem;
+    } else if (legal.size() > 1) {
       // The cost model picks: the fastest scheduled step; ties to the
       // function as it is, fewer chunks, then side by side.
       // Each choice is priced on its own copy: in parallel where the
@@ -988,7 +1000,8 @@ struct BraidDecomposePass
       if (!variants.empty())
         remark << (form == func ? ", as it is" : ", the variant @" + chosen);
       if (!decision.empty())
-        remark << " (estimated" << decision << ")";
+        remark << (fitProblem.empty() ? " (estimated" : " (") << decision
+               << ")";
       for (auto &[which, k, why] : refused)
         remark << "; " << which << "k=" << k << " refused: " << why;
     }

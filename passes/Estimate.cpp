@@ -45,10 +45,8 @@ struct BraidEstimatePass
                           launch == "eager" ? cost::LaunchMode::Eager
                                             : cost::LaunchMode::Graph,
                           module, calib ? &*calib : nullptr);
-    if (model.worldSize() > tgt->worldSize())
-      return fail("the module's device groups span " +
-                  Twine(model.worldSize()) + " ranks; target '" + tgt->name +
-                  "' has " + Twine(tgt->worldSize()) + " GPUs");
+    if (std::string problem = model.fitProblem(); !problem.empty())
+      return fail(problem);
 
     std::vector<cost::Timeline> timelines;
     for (auto func : module.getOps<func::FuncOp>()) {

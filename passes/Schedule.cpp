@@ -348,6 +348,15 @@ struct BraidSchedulePass
       return signalPassFailure();
     }
     cost::CostModel model(*tgt, cost::LaunchMode::Graph, module);
+    // Every collective would cost infinity: nothing to decide by.
+    if (std::string problem = model.fitProblem(); !problem.empty()) {
+      if (report)
+        for (auto func : module.getOps<func::FuncOp>())
+          if (!func.isExternal())
+            emitRemark(func.getLoc())
+                << "braid-schedule: left alone, not priced: " << problem;
+      return;
+    }
     // Default bound: a tenth of the GPU's memory.
     int64_t bound = maxExtraLiveBytes >= 0
                         ? int64_t(maxExtraLiveBytes)

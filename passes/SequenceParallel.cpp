@@ -730,10 +730,8 @@ struct BraidSequenceParallelPass
         continue;
       }
       std::string priced;
-      if (tgt && !ulyssesHere && model->worldSize() > tgt->worldSize()) {
-        say(name + ": left alone: the module spans " +
-            std::to_string(model->worldSize()) + " ranks, target '" +
-            tgt->name + "' has " + std::to_string(tgt->worldSize()));
+      if (tgt && !ulyssesHere && !model->fitProblem().empty()) {
+        say(name + ": left alone: " + model->fitProblem());
         continue;
       }
       if (variants && tgt && !ulyssesHere && manyTokens(func)) {

@@ -153,6 +153,9 @@ std::string Calibration::shapeKey(Operation *op) {
   return key;
 }
 
+/// Largest per-op time a calibration file may give (microseconds).
+static constexpr double kMaxCalibratedUs = 1e9;
+
 llvm::Expected<Calibration> Calibration::parse(llvm::StringRef csv,
                                                llvm::StringRef fileName) {
   Calibration c;
@@ -185,10 +188,21 @@ llvm::Expected<Calibration> Calibration::parse(llvm::StringRef csv,
     double us;
     if (fields[2].trim().getAsDouble(us) || !(us >= 0) || !std::isfinite(us))
       return fail("'" + fields[2].trim() + "' is not a time in microseconds");
+    // One op measured at more than 1000 s is a unit mistake, and sums of
+    // such times reach infinity, which every price comparison mistakes.
+    if (us > kMaxCalibratedUs)
+      return fail("'" + fields[2].trim() +
+                  "' microseconds is more than 1e9 (1000 s) for one op");
     std::string op = fields[0].trim().str();
     if (!llvm::StringRef(op).starts_with("braid."))
       op = "braid." + op;
-    c.entries_[op + "|" + fields[1].trim().str()] = us * 1e-6;
+    // Two times for one key: which one was meant is not for the parser
+    // to guess.
+    auto [it, inserted] =
+        c.entries_.try_emplace(op + "|" + fields[1].trim().str(), us * 1e-6);
+    if (!inserted)
+      return fail("a second time for " + op + " with operand shapes '" +
+                  fields[1].trim() + "'");
   }
   if (header)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -226,6 +240,14 @@ CostModel::CostModel(const Target &target, LaunchMode launch, ModuleOp module,
   for (auto [i, group] : llvm::enumerate(module.getOps<DeviceGroupOp>()))
     groups_[group.getSymName()] = placeGroup(target, sizes[i], mesh.strides[i]);
   world_ = mesh.worldSize;
+}
+
+std::string CostModel::fitProblem() const {
+  if (world_ <= target_.worldSize())
+    return "";
+  return "the module spans " + std::to_string(world_) + " ranks, target '" +
+         target_.name + "' has " + std::to_string(target_.worldSize()) +
+         " GPUs";
 }
 
 double CostModel::launchSeconds() const {

@@ -105,6 +105,11 @@ public:
   LaunchMode launchMode() const { return launch_; }
   const Target &target() const { return target_; }
   int worldSize() const { return world_; }
+  /// Why this model cannot price the module: "the module spans N ranks,
+  /// target 'T' has M GPUs" when its groups need more GPUs than the target
+  /// has (a group placed past the last node has no link: every collective
+  /// would cost infinity); "" when it can.
+  std::string fitProblem() const;
 
 private:
   const Target &target_;

@@ -48,6 +48,15 @@
 // RUN: printf 'op,shape,us\nmatmul,4x4;4x4,fast\n' > %t.badtime.csv
 // RUN: not braid-opt %s --braid-estimate="calibration=%t.badtime.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVTIME
 // CSVTIME: error: braid-estimate: {{.*}}badtime.csv:2: 'fast' is not a time in microseconds
+// A time past 1000 s per op (its sums reach infinity: 1e308 us printed a
+// 300-digit step), and a second time for the same op and shapes (the last
+// one silently won).
+// RUN: printf 'op,shape,us\nmatmul,4x4;4x4,1e308\n' > %t.hugetime.csv
+// RUN: not braid-opt %s --braid-estimate="calibration=%t.hugetime.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVHUGE
+// CSVHUGE: error: braid-estimate: {{.*}}hugetime.csv:2: '1e308' microseconds is more than 1e9 (1000 s) for one op
+// RUN: printf 'op,shape,us\nmatmul,4x4;4x4,10\nbraid.matmul, 4x4;4x4 ,20\n' > %t.twice.csv
+// RUN: not braid-opt %s --braid-estimate="calibration=%t.twice.csv" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CSVTWICE
+// CSVTWICE: error: braid-estimate: {{.*}}twice.csv:3: a second time for braid.matmul with operand shapes '4x4;4x4'
 //
 // Hostile targets (issue 15). 40,000 nested arrays overflowed llvm::json's
 // recursion (SIGSEGV); the nesting is bounded before parsing.
@@ -65,7 +74,7 @@
 //
 // A module larger than the machine.
 // RUN: not braid-opt %s --braid-estimate="target=h100-sxm-x8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WORLD
-// WORLD: error: braid-estimate: the module's device groups span 16 ranks; target 'h100-sxm-x8' has 8 GPUs
+// WORLD: error: braid-estimate: the module spans 16 ranks, target 'h100-sxm-x8' has 8 GPUs
 braid.device_group @tp size 16
 func.func @f(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
   %y = braid.silu %x : tensor<4xf32>

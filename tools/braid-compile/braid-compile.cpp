@@ -11,6 +11,8 @@
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 #include "passes/StepStats.h"
+#include "passes/cost/CostModel.h"
+#include "passes/cost/Target.h"
 #include "translate/PlanExport.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -156,6 +158,26 @@ static mlir::LogicalResult parseModulePipeline(llvm::StringRef text,
   return mlir::parsePassPipeline(inner, pm, llvm::errs());
 }
 
+/// A target with fewer GPUs than the plan's ranks prices nothing (every
+/// collective would cost infinity): said once here, where the passes that
+/// choose by price only remark it under --report. (A target that does not
+/// load is the passes' error.)
+static void warnIfTargetTooSmall(mlir::ModuleOp module,
+                                 const std::string &target) {
+  llvm::Expected<braid::cost::Target> tgt = braid::cost::resolveTarget(target);
+  if (!tgt) {
+    llvm::consumeError(tgt.takeError());
+    return;
+  }
+  braid::cost::CostModel model(*tgt, braid::cost::LaunchMode::Graph, module);
+  if (std::string problem = model.fitProblem(); !problem.empty())
+    llvm::errs() << "braid-compile: warning: " << problem
+                 << ": the cost model prices nothing, so nothing is "
+                    "chosen by price: no sequence parallelism, one chunk "
+                    "and every collective synchronous, unless forced "
+                    "(--sp-force, a single --decompose count)\n";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   braid::registerAllPasses();
@@ -214,6 +236,7 @@ int main(int argc, char **argv) {
     std::string error = braid::pipelineOptionsError(pipeline, "--");
     if (!error.empty())
       return fail(error);
+    warnIfTargetTooSmall(**module, target);
     braid::buildDefaultPipeline(pm, pipeline);
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
