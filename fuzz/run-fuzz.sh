@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of one target (the ctests fuzz-plan-loader,
-# fuzz-safetensors, fuzz-config, fuzz-cost).
+# fuzz-safetensors, fuzz-config, fuzz-cost, fuzz-ir).
 #
 #   run-fuzz.sh TARGET FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]
 #
-# TARGET is plan-loader, safetensors, config or cost (the module cost-fuzzer
+# TARGET is plan-loader, safetensors, config, cost or ir (the module cost-fuzzer
 # prices is compiled with BRAID_COMPILE into ARTIFACT_DIR). Writes the target's seeds into
 # a fresh temporary corpus (nothing binary is committed: plans are compiled
 # with BRAID_COMPILE, checkpoints written by fuzz/seeds/make-safetensors-seeds.py,
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 if [ $# -lt 5 ]; then
-  echo "usage: $0 plan-loader|safetensors|config|cost FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
+  echo "usage: $0 plan-loader|safetensors|config|cost|ir FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]" >&2
   exit 2
 fi
 target=$1 fuzzer=$2 compile=$3 root=$4 artifacts=$5
@@ -99,8 +99,20 @@ cost)
     { echo "#calibration"; cat "$f"; } > "$corpus/calibration-$(basename "$f")"
   done
   ;;
+ir)
+  # Hand-written IR as the tests hold it (split files included: the fuzzer
+  # splits at `// -----` too), and compiled modules: imported (the
+  # pipeline runs on them) and scheduled (two streams, events, buffers).
+  find "$root/test" -name '*.mlir' | while read -r f; do
+    cp "$f" "$corpus/$(echo "${f#"$root"/test/}" | tr / -)"
+  done
+  import="$(dirname "$compile")/braid-import"
+  "$import" --tp 2 --seq 4 --max-seq 8 --dtype fp32 > "$corpus/imported-tp2.mlir"
+  "$compile" --tp 2 --seq 8 --max-seq 16 --decompose 2 --emit-mlir \
+    -o "$corpus/compiled-tp2-chunks.mlir"
+  ;;
 *)
-  echo "$name: unknown target '$target' (plan-loader, safetensors, config, cost)" >&2
+  echo "$name: unknown target '$target' (plan-loader, safetensors, config, cost, ir)" >&2
   exit 2
   ;;
 esac
