@@ -23,15 +23,17 @@ Status Communicator::stall() {
                 "stuck on purpose (a test fault)");
 }
 
-Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int size,
-                                                    int rank, Bytes mine) {
+Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int stream,
+                                                    int size, int rank,
+                                                    Bytes mine) {
   std::unique_lock<std::mutex> lock(mu_);
-  Rendezvous &rv = rendezvous_[key];
+  Rendezvous &rv = rendezvous_[{key, stream}];
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   // A fast rank may arrive for the next round while slow ranks still read
   // this one's slots: wait until the previous round has fully drained.
   if (!cv_.wait_until(lock, deadline, [&] { return aborted_ || !rv.ready; }))
-    return errorf("collective on instance ", key, " timed out (rank ", rank,
+    return errorf("collective on instance ", key, " stream ", stream,
+                  " timed out (rank ", rank,
                   " waiting for the previous round to drain)");
   if (aborted_)
     return errorf("collective aborted: another rank failed");
@@ -43,8 +45,8 @@ Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int size,
     cv_.notify_all();
   }
   if (!cv_.wait_until(lock, deadline, [&] { return aborted_ || rv.ready; }))
-    return errorf("collective on instance ", key, " timed out: rank ", rank,
-                  " waited for ", size - rv.arrived,
+    return errorf("collective on instance ", key, " stream ", stream,
+                  " timed out: rank ", rank, " waited for ", size - rv.arrived,
                   " more ranks (mismatched collectives?)");
   if (aborted_)
     return errorf("collective aborted: another rank failed");

@@ -38,10 +38,13 @@ public:
                                            std::chrono::seconds(60));
   int worldSize() const { return worldSize_; }
 
-  /// Every one of the `size` members of instance `key` calls this with its
-  /// rank in the instance; all get all contributions in rank order.
-  Expected<std::vector<Bytes>> exchange(int64_t key, int size, int rank,
-                                        Bytes mine);
+  /// Every one of the `size` members of instance `key` calls this on
+  /// stream `stream` with its rank in the instance; all get all
+  /// contributions in rank order. Each (instance, stream) is a
+  /// communicator of its own, as NCCL's are: rounds on two streams of one
+  /// group never meet.
+  Expected<std::vector<Bytes>> exchange(int64_t key, int stream, int size,
+                                        int rank, Bytes mine);
   /// Point-to-point channels: member `src` to member `dst` of instance
   /// `key`, on stream `stream`.
   struct Channel {
@@ -85,7 +88,7 @@ private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool aborted_ = false;
-  std::map<int64_t, Rendezvous> rendezvous_;
+  std::map<std::pair<int64_t, int>, Rendezvous> rendezvous_;
   /// Message k is the k-th send; the k-th receive takes it.
   struct Mailbox {
     std::map<uint64_t, Bytes> messages; // sent, not yet received

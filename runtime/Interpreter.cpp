@@ -156,9 +156,9 @@ private:
     return ByteTensor{shapeOf(t), dtypeSize(tensor(t).dtype()), got.take()};
   }
   /// Ops [first, end) issued as one group (P2PGroups.h): every send and
-  /// send_start posted, then every receive taken (a recv_start posted),
-  /// then every send waited for. `start(oi)` issues a start the mode's way
-  /// (it never blocks).
+  /// send_start posted, then every receive and recv_start posted, then
+  /// the receives' messages taken, then every send waited for. `start(oi)`
+  /// issues a start the mode's way (it never blocks).
   Status runP2PGroup(unsigned first, unsigned end,
                      const std::function<Status(unsigned)> &start);
   /// `st` prefixed with the rank, function and op `oi`.
@@ -201,7 +201,10 @@ void OpRunner::recordTime(unsigned oi,
 Status OpRunner::runP2PGroup(unsigned first, unsigned end,
                              const std::function<Status(unsigned)> &start) {
   // Every send first (in plan order: the channel's order), then every
-  // receive, then the sends' completions: a group never waits for itself.
+  // receive posted, then the receives' messages taken, then the sends'
+  // completions: the group is issued at once, as NCCL issues it, so a
+  // receive's message may come from a peer that waits for another receive
+  // of the group first, and a group never waits for itself.
   std::vector<std::pair<Communicator::Channel, uint64_t>> posted;
   for (unsigned oi = first; oi < end; ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
@@ -215,16 +218,25 @@ Status OpRunner::runP2PGroup(unsigned first, unsigned end,
       posted.push_back({channelOf(op), *ticket});
     }
   }
+  std::vector<std::pair<unsigned, uint64_t>> receives;
   for (unsigned oi = first; oi < end; ++oi) {
     const plan::Op &op = *f_.ops()->Get(oi);
-    Status st = Status::ok();
     if (op.opcode() == OpCode::RecvStart) {
-      st = start(oi);
+      if (Status st = start(oi); !st)
+        return opError(oi, st);
     } else if (op.opcode() == OpCode::Recv) {
-      st = compute(op);
-      if (st && in_.options_.checkFinite)
-        st = checkFinite({op.results()->Get(0)}, op);
+      auto ticket = in_.comm_.postRecv(channelOf(op));
+      if (!ticket)
+        return opError(oi, ticket.status());
+      receives.push_back({oi, *ticket});
     }
+  }
+  for (auto [oi, ticket] : receives) {
+    const plan::Op &op = *f_.ops()->Get(oi);
+    auto got = receive(op, ticket);
+    Status st = got ? storeB(op.results()->Get(0), *got) : got.status();
+    if (st && in_.options_.checkFinite)
+      st = checkFinite({op.results()->Get(0)}, op);
     if (!st)
       return opError(oi, st);
   }
@@ -577,7 +589,8 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
   }
   int in = op.operands()->Get(0), out = op.results()->Get(0);
   ByteTensor mine = input ? *input : loadB(in);
-  auto all = comm.exchange(g.instanceKey, g.size, g.rankInGroup, mine.data);
+  auto all = comm.exchange(g.instanceKey, int(op.stream()), g.size,
+                           g.rankInGroup, mine.data);
   if (!all)
     return all.status();
   std::vector<ByteTensor> parts;

@@ -812,7 +812,81 @@ TEST(Collectives, StagesThatMeetOnTwoCommunicatorsInOppositeOrdersDeadlock) {
         EXPECT_EQ((*out)[size_t(r)].at("z").toFloats(),
                   (std::vector<float>{4, 6}))
             << name;
+      // Run anyway, the interpreter deadlocks as NCCL would and ends at
+      // the timeout. (Its rounds used to be per group instance, whatever
+      // the stream: on two streams stage0's first all_reduce met stage1's
+      // first, of the other stream, and both completed with wrong sums.)
+      PlanBuilder again = stages(/*sameOrder=*/false);
+      auto hung = runExchange(again, strict, 300,
+                              /*checkCommunication=*/false);
+      ASSERT_FALSE(hung) << name;
+      EXPECT_NE(hung.status().message().find("timed out"), std::string::npos)
+          << name << ": " << hung.status().message();
     }
+  }
+}
+
+// A group of adjacent point-to-point ops is issued at once (P2PGroups.h):
+// all of its receives are posted before any is waited for. Rank 0's group
+// receives from 2, then from 1; rank 2 sends only after it receives from
+// 1, whose lone send to 0 completes only once rank 0's receive from 1 is
+// posted. The interpreter took a group's receives one at a time, so this
+// exchange, which NCCL and the check (rightly) complete, waited out the
+// collective timeout on the CPU.
+TEST(Collectives, AGroupPostsAllItsReceivesBeforeWaitingForAny) {
+  PlanBuilder pb(3);
+  pb.group("pp", 3);
+  {
+    FnBuilder f = pb.function("stage0");
+    f.input("x", {2});
+    int a = f.tensor({2}), b = f.tensor({2});
+    p2pOp(f, OpCode::Recv, {}, {a}, 2);
+    p2pOp(f, OpCode::Recv, {}, {b}, 1);
+    f.output("a", a);
+    f.output("b", b);
+  }
+  {
+    FnBuilder f = pb.function("stage1");
+    int x = f.input("x", {2});
+    int t = f.tensor({2});
+    p2pOp(f, OpCode::Send, {x}, {}, 0);
+    f.op(OpCode::Add, {x, x}, {t}); // keeps the sends apart: lone
+    p2pOp(f, OpCode::Send, {x}, {}, 2);
+    f.output("t", t);
+  }
+  {
+    FnBuilder f = pb.function("stage2");
+    int x = f.input("x", {2});
+    int r = f.tensor({2}), t = f.tensor({2});
+    p2pOp(f, OpCode::Recv, {}, {r}, 1);
+    f.op(OpCode::Add, {x, x}, {t});
+    p2pOp(f, OpCode::Send, {x}, {}, 0);
+    f.output("r", r);
+    f.output("t", t);
+  }
+  auto plan = loadPlan(pb.finish());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 1, 2}));
+  for (bool strict : {false, true}) {
+    RunnerOptions o;
+    o.collectiveTimeout = std::chrono::milliseconds(20000);
+    auto runner = ThreadedRunner::create(*plan, o);
+    ASSERT_TRUE(runner) << runner.status().message();
+    if (strict)
+      (*runner)->setStrict(true, 5);
+    auto start = std::chrono::steady_clock::now();
+    auto out = (*runner)->runPerRank(
+        {"stage0", "stage1", "stage2"},
+        {{{"x", HostTensor::fromFloats(DType::F32, {2}, {1, 2})}},
+         {{"x", HostTensor::fromFloats(DType::F32, {2}, {3, 4})}},
+         {{"x", HostTensor::fromFloats(DType::F32, {2}, {5, 6})}}});
+    ASSERT_TRUE(out) << (strict ? "strict: " : "plain: ")
+                     << out.status().message();
+    EXPECT_EQ((*out)[0].at("a").toFloats(), (std::vector<float>{5, 6}));
+    EXPECT_EQ((*out)[0].at("b").toFloats(), (std::vector<float>{3, 4}));
+    EXPECT_EQ((*out)[2].at("r").toFloats(), (std::vector<float>{3, 4}));
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(10));
   }
 }
 
