@@ -160,6 +160,56 @@ public:
     return message;
   }
 
+  /// The next message to `to` from whichever of `from` has one first
+  /// (ties to the earlier in `from`), answered with `answer(sender,
+  /// message)`'s value computed under no lock; returns the sender. A
+  /// group's receives (ncclGroupStart/End) wait this way: all are posted
+  /// together, so one whose sender waits for another receive of the group
+  /// must not hold the others back.
+  template <typename Answer>
+  Expected<int> receiveAny(int to, const std::vector<int> &from,
+                           Answer &&answer) {
+    for (int f : from)
+      BRAID_RETURN_IF_ERROR(check(f, to));
+    if (from.empty())
+      return errorf(name_, ": rank ", to, " receives from no rank");
+    std::unique_lock<std::mutex> lock(mu_);
+    int sender = -1;
+    auto ready = [&] {
+      sender = -1;
+      for (int f : from)
+        if (!toReceiver_[index(f, to)].empty()) {
+          sender = f;
+          break;
+        }
+      return aborted_ || sender >= 0;
+    };
+    if (!cv_.wait_until(lock, deadline(), ready)) {
+      std::string ranks;
+      for (int f : from)
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(f);
+      return errorf(name_, ": rank ", to,
+                    " waited for a message from any of ranks ", ranks,
+                    " longer than ", timeoutSeconds_,
+                    " s: a send or receive is stuck (does every send have "
+                    "its receive?)");
+    }
+    if (aborted_)
+      return errorf("aborted: another rank failed (", name_, ", rank ", to,
+                    ")");
+    std::deque<T> &queue = toReceiver_[index(sender, to)];
+    T message = queue.front();
+    queue.pop_front();
+    lock.unlock();
+    auto reply = answer(sender, message);
+    if (!reply)
+      return reply.status();
+    lock.lock();
+    toSender_[index(sender, to)].push_back(*reply);
+    cv_.notify_all();
+    return sender;
+  }
+
 private:
   Status check(int from, int to) const {
     if (from < 0 || from >= parties_ || to < 0 || to >= parties_ || from == to)

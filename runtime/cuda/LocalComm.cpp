@@ -170,20 +170,18 @@ public:
     return receive({out, bytes, peer, stream});
   }
   /// Sends are posted as they come; receives wait for groupEnd, which
-  /// takes them, then waits for the sends' receivers: every rank posts
-  /// before it blocks, so a group never waits for itself.
+  /// takes their messages in whatever order the senders post them (NCCL
+  /// posts a group's receives together: one whose sender first waits for
+  /// another receive of the group must not hold it back), then waits for
+  /// the sends' receivers: every rank posts before it blocks, so a group
+  /// never waits for itself.
   Status groupStart() override {
     inGroup_ = true;
     return Status::ok();
   }
   Status groupEnd() override {
     inGroup_ = false;
-    Status first = Status::ok();
-    for (const PendingRecv &r : groupRecvs_) {
-      Status st = receive(r);
-      if (first && !st)
-        first = st;
-    }
+    Status first = receiveAll(groupRecvs_);
     for (const auto &[peer, stream] : groupSends_) {
       Status st = first ? awaitCopied(peer, stream) : first;
       if (first && !st)
@@ -219,25 +217,54 @@ private:
     return Status::ok();
   }
   Status receive(const PendingRecv &r) {
-    cudaEvent_t copied = events_[kSendReady + size_t(size_) + size_t(r.peer)].get();
     auto got = group_->messages().receive(
-        rank_, r.peer, [&](const LocalPost &message) -> Expected<LocalPost> {
-          if (message.bytes != r.bytes)
-            return errorf("rank ", rank_, " receives ", r.bytes,
-                          " bytes from rank ", r.peer, ", which sends ",
-                          message.bytes);
-          BRAID_CUDA_CHECK(cudaStreamWaitEvent(r.stream, message.event, 0));
-          if (r.bytes) {
-            detail::LocalSources src{};
-            src.ptr[0] = message.ptr;
-            src.size = 1;
-            BRAID_CUDA_CHECK(detail::launchLocalGather(src, r.out, r.bytes, 0,
-                                                       0, r.stream));
-          }
-          BRAID_CUDA_CHECK(cudaEventRecord(copied, r.stream));
-          return LocalPost{nullptr, copied};
-        });
+        rank_, r.peer,
+        [&](const LocalPost &message) { return take(r, message); });
     return got ? Status::ok() : got.status();
+  }
+  /// A group's receives, each as its sender posts (receiveAny); two from
+  /// one peer in their order.
+  Status receiveAll(std::vector<PendingRecv> left) {
+    while (!left.empty()) {
+      std::vector<int> peers;
+      for (const PendingRecv &r : left)
+        if (std::find(peers.begin(), peers.end(), r.peer) == peers.end())
+          peers.push_back(r.peer);
+      size_t taken = left.size();
+      auto sender = group_->messages().receiveAny(
+          rank_, peers,
+          [&](int peer, const LocalPost &message) -> Expected<LocalPost> {
+            for (size_t i = 0; i < left.size(); ++i)
+              if (left[i].peer == peer) {
+                taken = i;
+                return take(left[i], message);
+              }
+            return errorf("rank ", rank_, " has no receive from rank ", peer);
+          });
+      if (!sender)
+        return sender.status();
+      left.erase(left.begin() + std::ptrdiff_t(taken));
+    }
+    return Status::ok();
+  }
+  /// Receive `r` of `message`: the copy enqueued, and the answer its
+  /// sender waits for.
+  Expected<LocalPost> take(const PendingRecv &r, const LocalPost &message) {
+    cudaEvent_t copied =
+        events_[kSendReady + size_t(size_) + size_t(r.peer)].get();
+    if (message.bytes != r.bytes)
+      return errorf("rank ", rank_, " receives ", r.bytes, " bytes from rank ",
+                    r.peer, ", which sends ", message.bytes);
+    BRAID_CUDA_CHECK(cudaStreamWaitEvent(r.stream, message.event, 0));
+    if (r.bytes) {
+      detail::LocalSources src{};
+      src.ptr[0] = message.ptr;
+      src.size = 1;
+      BRAID_CUDA_CHECK(
+          detail::launchLocalGather(src, r.out, r.bytes, 0, 0, r.stream));
+    }
+    BRAID_CUDA_CHECK(cudaEventRecord(copied, r.stream));
+    return LocalPost{nullptr, copied};
   }
 
   Status fits(size_t bytes) const {

@@ -311,6 +311,72 @@ TEST(SingleGpu, AdjacentRecvAndSendOnBothRanksRunAsAGroup) {
   }
 }
 
+// A group's receives are posted together, as ncclGroupStart/End posts
+// them: rank 0's group receives from 2, then from 1, and rank 2 sends only
+// after it has received from 1, whose lone send to 0 comes first. The test
+// communicator took a group's receives in plan order (as the interpreter
+// did), which waits for rank 2 forever; it now takes each as its sender
+// posts (HostMailbox::receiveAny). Bit for bit with the interpreter.
+TEST(SingleGpu, AGroupsReceivesTakeWhicheverSenderComesFirst) {
+  constexpr int64_t n = 500;
+  PlanBuilder pb(3);
+  pb.group("pp", 3);
+  auto p2p = [](FnBuilder &f, OpCode code, std::vector<int> in,
+                std::vector<int> out, int peer) {
+    plan::OpT &o = f.op(code, std::move(in), std::move(out));
+    o.group = 0;
+    o.peer = peer;
+  };
+  {
+    FnBuilder f = pb.function("stage0");
+    f.input("x", {n});
+    int a = f.tensor({n}), b = f.tensor({n});
+    p2p(f, OpCode::Recv, {}, {a}, 2);
+    p2p(f, OpCode::Recv, {}, {b}, 1);
+    f.output("a", a);
+    f.output("b", b);
+  }
+  {
+    FnBuilder f = pb.function("stage1");
+    int x = f.input("x", {n});
+    int t = f.tensor({n});
+    p2p(f, OpCode::Send, {x}, {}, 0);
+    f.op(OpCode::Add, {x, x}, {t}); // keeps the sends apart: lone
+    p2p(f, OpCode::Send, {x}, {}, 2);
+    f.output("t", t);
+  }
+  {
+    FnBuilder f = pb.function("stage2");
+    int x = f.input("x", {n});
+    int r = f.tensor({n}), t = f.tensor({n});
+    p2p(f, OpCode::Recv, {}, {r}, 1);
+    f.op(OpCode::Add, {x, x}, {t});
+    p2p(f, OpCode::Send, {x}, {}, 0);
+    f.output("r", r);
+    f.output("t", t);
+  }
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  std::vector<TensorMap> inputs;
+  for (int r = 0; r < 3; ++r)
+    inputs.push_back({{"x", HostTensor::fromFloats(DType::F32, {n},
+                                                   wave(n, 0.5f + float(r)))}});
+  std::vector<std::string> fns{"stage0", "stage1", "stage2"};
+  std::vector<TensorMap> want = onCpu(*loaded, fns, inputs);
+  ASSERT_EQ(want.size(), 3u);
+  BRAID_SKIP_WITHOUT_GPU();
+  for (bool graph : {false, true}) {
+    cuda::ExecutorOptions o = oneGpu(graph);
+    o.stepTimeoutSeconds = 20;
+    auto gpu = cuda::CudaRunner::create(*loaded, o);
+    ASSERT_TRUE(gpu) << gpu.status().message();
+    auto out = (*gpu)->runPerRank(fns, inputs);
+    ASSERT_TRUE(out) << (graph ? "graph: " : "eager: ")
+                     << out.status().message();
+    expectOutputs(*out, want, 0, 0, graph ? "graph" : "eager");
+  }
+}
+
 // A rank that never joins its collectives: its peers' step ends at the
 // timeout with an error naming who waited for whom; the runner then
 // refuses further steps (its communicators are aborted).

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -120,6 +121,60 @@ TEST(HostMailbox, AReceiveWithNoSendEndsAtTheTimeout) {
       << sent.status().message();
   EXPECT_FALSE(mail.send(0, 0, 1)); // to itself
   EXPECT_FALSE(mail.send(0, 2, 1)); // out of range
+}
+
+// A group's receives (the one-GPU test communicator's groupEnd) take
+// messages as their senders post them. Rank 0's group receives from 2 and
+// from 1; rank 2 sends only after it has received from 1, and rank 1's
+// send to 0 (a lone send: it waits for its answer) comes first. Taken in
+// plan order (2, then 1), rank 0 would wait for 2 forever; receiveAny
+// takes 1's first.
+TEST(HostMailbox, AGroupsReceivesTakeWhicheverMessageComesFirst) {
+  HostMailbox<int> mail(3, 30, "pp");
+  std::vector<int> order;
+  std::thread rank1([&] {
+    auto a = mail.send(1, 0, 10);
+    ASSERT_TRUE(a) << a.status().message();
+    auto b = mail.send(1, 2, 11);
+    ASSERT_TRUE(b) << b.status().message();
+  });
+  std::thread rank2([&] {
+    auto got = mail.receive(2, 1, [](int m) -> Expected<int> { return -m; });
+    ASSERT_TRUE(got) << got.status().message();
+    auto sent = mail.send(2, 0, 20);
+    ASSERT_TRUE(sent) << sent.status().message();
+  });
+  std::vector<int> left{2, 1};
+  while (!left.empty()) {
+    auto sender =
+        mail.receiveAny(0, left, [&](int from, int m) -> Expected<int> {
+          order.push_back(m);
+          return from;
+        });
+    ASSERT_TRUE(sender) << sender.status().message();
+    left.erase(std::find(left.begin(), left.end(), *sender));
+  }
+  rank1.join();
+  rank2.join();
+  EXPECT_EQ(order, (std::vector<int>{10, 20}));
+  // Ties go to the earlier sender of the list; none at all ends at the
+  // timeout, naming every rank it waited for.
+  HostMailbox<int> both(3, 0.1, "pp");
+  ASSERT_TRUE(both.post(2, 0, 2));
+  ASSERT_TRUE(both.post(1, 0, 1));
+  auto first =
+      both.receiveAny(0, {1, 2}, [](int, int m) -> Expected<int> { return m; });
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, 1);
+  auto none =
+      both.receiveAny(1, {0, 2}, [](int, int m) -> Expected<int> { return m; });
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find(
+                "rank 1 waited for a message from any of ranks 0, 2"),
+            std::string::npos)
+      << none.status().message();
+  EXPECT_FALSE(both.receiveAny(
+      0, {0}, [](int, int m) -> Expected<int> { return m; })); // itself
 }
 
 TEST(HostMailbox, AbortEndsAWaitingReceive) {
