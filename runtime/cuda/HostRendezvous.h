@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,23 +142,17 @@ public:
     return awaitAnswer(from, to);
   }
   /// Waits for the next message from `from` to `to`; answers it with
-  /// `answer()`'s value, computed under no lock.
+  /// `answer()`'s value, computed under no lock. (receiveAny from one.)
   template <typename Answer>
   Expected<T> receive(int to, int from, Answer &&answer) {
-    BRAID_RETURN_IF_ERROR(check(from, to));
-    std::unique_lock<std::mutex> lock(mu_);
-    auto message =
-        take(lock, toReceiver_[index(from, to)], to, from, "a message from");
-    if (!message)
-      return message.status();
-    lock.unlock();
-    auto reply = answer(*message);
-    if (!reply)
-      return reply.status();
-    lock.lock();
-    toSender_[index(from, to)].push_back(*reply);
-    cv_.notify_all();
-    return message;
+    std::optional<T> message;
+    auto sender = receiveAny(to, {from}, [&](int, const T &m) {
+      message = m;
+      return answer(m);
+    });
+    if (!sender)
+      return sender.status();
+    return *message;
   }
 
   /// The next message to `to` from whichever of `from` has one first
@@ -188,8 +183,8 @@ public:
       std::string ranks;
       for (int f : from)
         ranks += (ranks.empty() ? "" : ", ") + std::to_string(f);
-      return errorf(name_, ": rank ", to,
-                    " waited for a message from any of ranks ", ranks,
+      return errorf(name_, ": rank ", to, " waited for a message from ",
+                    from.size() == 1 ? "rank " : "any of ranks ", ranks,
                     " longer than ", timeoutSeconds_,
                     " s: a send or receive is stuck (does every send have "
                     "its receive?)");
