@@ -33,6 +33,7 @@
 #include "dialect/BraidDialect.h"
 #include "frontend/Importer.h"
 #include "frontend/ModelConfig.h"
+#include "fuzz/FuzzContext.h"
 #include "passes/StepStats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -134,20 +135,10 @@ Parsed parseInput(llvm::StringRef text) {
 }
 
 mlir::MLIRContext &context() {
-  static std::unique_ptr<mlir::MLIRContext> ctx;
-  static unsigned uses = 0;
-  if (!ctx || ++uses >= kContextLifetime) {
-    uses = 0;
-    mlir::DialectRegistry registry;
-    registry.insert<mlir::braid::BraidDialect, mlir::func::FuncDialect>();
-    ctx = std::make_unique<mlir::MLIRContext>(
-        registry, mlir::MLIRContext::Threading::DISABLED);
-    ctx->loadAllAvailableDialects();
-    // Diagnostics go nowhere (a rejected config is the expected outcome);
-    // the verifier's result is checked through its return value.
-    ctx->getDiagEngine().registerHandler([](mlir::Diagnostic &) {});
-  }
-  return *ctx;
+  return braid::fuzz::recycledContext(
+      kContextLifetime, [](mlir::DialectRegistry &registry) {
+        registry.insert<mlir::braid::BraidDialect, mlir::func::FuncDialect>();
+      });
 }
 
 } // namespace

@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/input/MlirNesting.h"
+#include "fuzz/FuzzContext.h"
 #include "passes/InitAll.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
@@ -34,7 +35,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -54,8 +54,7 @@ namespace {
 
 constexpr size_t kMaxChunks = 4;
 constexpr int64_t kMaxOps = 400;
-// A fresh MLIRContext every so many inputs: a context keeps every type and
-// attribute it ever uniqued.
+// Inputs per MLIRContext (FuzzContext.h).
 constexpr unsigned kContextLifetime = 500;
 
 [[noreturn]] void finding(const std::string &what, llvm::StringRef chunk) {
@@ -66,19 +65,8 @@ constexpr unsigned kContextLifetime = 500;
 }
 
 mlir::MLIRContext &context() {
-  static std::unique_ptr<mlir::MLIRContext> ctx;
-  static unsigned uses = 0;
-  if (!ctx || ++uses >= kContextLifetime) {
-    uses = 0;
-    mlir::DialectRegistry registry;
-    braid::registerAllDialects(registry);
-    // One thread: libFuzzer measures one input at a time, and the passes'
-    // parallel pricing would only add thread start-up.
-    ctx = std::make_unique<mlir::MLIRContext>(
-        registry, mlir::MLIRContext::Threading::DISABLED);
-    ctx->loadAllAvailableDialects();
-  }
-  return *ctx;
+  return braid::fuzz::recycledContext(kContextLifetime,
+                                      braid::registerAllDialects);
 }
 
 int64_t countOps(mlir::ModuleOp module) {
@@ -97,10 +85,7 @@ bool scheduled(mlir::ModuleOp module) {
 }
 
 void fuzzChunk(llvm::StringRef chunk) {
-  mlir::MLIRContext &ctx = context();
-  // Errors are the expected outcome for most inputs: swallowed.
-  mlir::ScopedDiagnosticHandler quiet(
-      &ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::MLIRContext &ctx = context(); // errors, the usual outcome, dropped
   // What the tools refuse before parsing (MLIR's parser recurses per
   // level of nesting: 40,000 '[' overflow the stack).
   if (braid::scanMlirNesting(chunk).maxDepth > braid::kMaxMlirNesting)
