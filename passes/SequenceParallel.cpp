@@ -699,6 +699,8 @@ struct BraidSequenceParallelPass
     std::optional<::braid::cost::CostModel> model;
     if (tgt)
       model.emplace(*tgt, ::braid::cost::LaunchMode::Graph, module);
+    // Why it cannot price this module ("": it can).
+    std::string fitProblem = model ? model->fitProblem() : "";
     SequenceParallelRewriter rewriter(module, pad);
     SmallVector<func::FuncOp> plainFunctions; // no Ulysses: TP or Megatron
     FlatSymbolRefAttr ulyssesGroup;
@@ -730,8 +732,8 @@ struct BraidSequenceParallelPass
         continue;
       }
       std::string priced;
-      if (tgt && !ulyssesHere && !model->fitProblem().empty()) {
-        say(name + ": left alone: " + model->fitProblem());
+      if (tgt && !ulyssesHere && !fitProblem.empty()) {
+        say(name + ": left alone: " + fitProblem);
         continue;
       }
       if (variants && tgt && !ulyssesHere && manyTokens(func)) {
