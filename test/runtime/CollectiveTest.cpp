@@ -834,36 +834,7 @@ TEST(Collectives, StagesThatMeetOnTwoCommunicatorsInOppositeOrdersDeadlock) {
 // exchange, which NCCL and the check (rightly) complete, waited out the
 // collective timeout on the CPU.
 TEST(Collectives, AGroupPostsAllItsReceivesBeforeWaitingForAny) {
-  PlanBuilder pb(3);
-  pb.group("pp", 3);
-  {
-    FnBuilder f = pb.function("stage0");
-    f.input("x", {2});
-    int a = f.tensor({2}), b = f.tensor({2});
-    p2pOp(f, OpCode::Recv, {}, {a}, 2);
-    p2pOp(f, OpCode::Recv, {}, {b}, 1);
-    f.output("a", a);
-    f.output("b", b);
-  }
-  {
-    FnBuilder f = pb.function("stage1");
-    int x = f.input("x", {2});
-    int t = f.tensor({2});
-    p2pOp(f, OpCode::Send, {x}, {}, 0);
-    f.op(OpCode::Add, {x, x}, {t}); // keeps the sends apart: lone
-    p2pOp(f, OpCode::Send, {x}, {}, 2);
-    f.output("t", t);
-  }
-  {
-    FnBuilder f = pb.function("stage2");
-    int x = f.input("x", {2});
-    int r = f.tensor({2}), t = f.tensor({2});
-    p2pOp(f, OpCode::Recv, {}, {r}, 1);
-    f.op(OpCode::Add, {x, x}, {t});
-    p2pOp(f, OpCode::Send, {x}, {}, 0);
-    f.output("r", r);
-    f.output("t", t);
-  }
+  PlanBuilder pb = groupReceivesStages(2);
   auto plan = loadPlan(pb.finish());
   ASSERT_TRUE(plan) << plan.status().message();
   EXPECT_TRUE(checkCommunicationMatching(plan->root(), {0, 1, 2}));

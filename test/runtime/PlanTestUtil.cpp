@@ -180,6 +180,46 @@ PlanBuilder exchangeStages(bool recvFirst, bool opBetween, bool async) {
   return pb;
 }
 
+PlanBuilder groupReceivesStages(int64_t n) {
+  PlanBuilder pb(3);
+  pb.group("pp", 3);
+  auto p2p = [](FnBuilder &f, plan::OpCode code, std::vector<int> in,
+                std::vector<int> out, int peer) {
+    plan::OpT &o = f.op(code, std::move(in), std::move(out));
+    o.group = 0;
+    o.peer = peer;
+  };
+  {
+    FnBuilder f = pb.function("stage0");
+    f.input("x", {n});
+    int a = f.tensor({n}), b = f.tensor({n});
+    p2p(f, plan::OpCode::Recv, {}, {a}, 2);
+    p2p(f, plan::OpCode::Recv, {}, {b}, 1);
+    f.output("a", a);
+    f.output("b", b);
+  }
+  {
+    FnBuilder f = pb.function("stage1");
+    int x = f.input("x", {n});
+    int t = f.tensor({n});
+    p2p(f, plan::OpCode::Send, {x}, {}, 0);
+    f.op(plan::OpCode::Add, {x, x}, {t});
+    p2p(f, plan::OpCode::Send, {x}, {}, 2);
+    f.output("t", t);
+  }
+  {
+    FnBuilder f = pb.function("stage2");
+    int x = f.input("x", {n});
+    int r = f.tensor({n}), t = f.tensor({n});
+    p2p(f, plan::OpCode::Recv, {}, {r}, 1);
+    f.op(plan::OpCode::Add, {x, x}, {t});
+    p2p(f, plan::OpCode::Send, {x}, {}, 0);
+    f.output("r", r);
+    f.output("t", t);
+  }
+  return pb;
+}
+
 PlanBuilder packedProjectionPlan(int tp) {
   PlanBuilder pb(tp);
   pb.group("tp", tp);

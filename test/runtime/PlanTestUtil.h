@@ -73,6 +73,15 @@ PlanBuilder sendRecvStages(int64_t n, int recvStream = 0);
 /// `async`, send_start and recv_start (handles 0 and 1 in start order),
 /// then the waits, the second-started first.
 PlanBuilder exchangeStages(bool recvFirst, bool opBetween, bool async = false);
+/// Three stages of a 3-rank "pp" group, each with an n-element input "x":
+/// "stage0" receives from rank 2 into output "a", then from rank 1 into
+/// "b", the two adjacent (one group: P2PGroups.h); "stage1" sends x to
+/// rank 0, adds (output "t", keeping the sends apart), sends x to rank 2;
+/// "stage2" receives from rank 1 into "r", adds ("t"), sends x to rank 0.
+/// Rank 2 sends only after rank 1's second send, which comes after rank
+/// 1's lone send to 0: it completes only when stage0's group posts both
+/// of its receives before waiting for either.
+PlanBuilder groupReceivesStages(int64_t n);
 
 /// A fused projection on `tp` (1 or 2) ranks of group "tp", function
 /// "prefill": "q_proj.weight" [6, 8] and "k_proj.weight" [4, 8], each cut
