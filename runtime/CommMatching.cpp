@@ -45,10 +45,6 @@ const plan::Op &opOf(const plan::Plan &p, const Call &c) {
   return *p.functions()->Get(unsigned(c.function))->ops()->Get(c.op);
 }
 
-const plan::Tensor &tensorOf(const plan::Plan &p, const Call &c, int t) {
-  return *p.functions()->Get(unsigned(c.function))->tensors()->Get(unsigned(t));
-}
-
 int64_t tensorBytes(const plan::Tensor &tensor) {
   return numElements(tensorShape(tensor)) * int64_t(dtypeSize(tensor.dtype()));
 }
@@ -68,22 +64,9 @@ std::string groupName(const plan::Plan &p, int group) {
   return p.groups()->Get(unsigned(group))->name()->str();
 }
 
-/// What NCCL needs every member's k-th collective of a communicator to
-/// agree on: the collective, its reduction or root, the element type and
-/// how many elements go in and come out. Dims are each rank's own layout.
 std::string signature(const plan::Plan &p, const Call &c) {
-  const plan::Op &op = opOf(p, c);
-  plan::OpCode code = syncOpcode(op.opcode());
-  std::string s = opcodeName(code);
-  if (code == plan::OpCode::AllReduce || code == plan::OpCode::ReduceScatter)
-    s += std::string(" ") + reduceName(op.reduce_kind());
-  if (code == plan::OpCode::Broadcast)
-    s += " from rank " + std::to_string(op.root());
-  const plan::Tensor &in = tensorOf(p, c, op.operands()->Get(0));
-  const plan::Tensor &out = tensorOf(p, c, op.results()->Get(0));
-  return s + " of " + dtypeName(in.dtype()) + ", " +
-         std::to_string(numElements(tensorShape(in))) + " elements in, " +
-         std::to_string(numElements(tensorShape(out))) + " out";
+  return collectiveSignature(*p.functions()->Get(unsigned(c.function)),
+                             opOf(p, c));
 }
 
 /// Calls `each(worldRank, functionIndex, function)` for every world rank
@@ -376,6 +359,21 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
 }
 
 } // namespace
+
+std::string braid::rt::collectiveSignature(const plan::Function &f,
+                                           const plan::Op &op) {
+  plan::OpCode code = syncOpcode(op.opcode());
+  std::string s = opcodeName(code);
+  if (code == plan::OpCode::AllReduce || code == plan::OpCode::ReduceScatter)
+    s += std::string(" ") + reduceName(op.reduce_kind());
+  if (code == plan::OpCode::Broadcast)
+    s += " from rank " + std::to_string(op.root());
+  const plan::Tensor &in = *f.tensors()->Get(unsigned(op.operands()->Get(0)));
+  const plan::Tensor &out = *f.tensors()->Get(unsigned(op.results()->Get(0)));
+  return s + " of " + dtypeName(in.dtype()) + ", " +
+         std::to_string(numElements(tensorShape(in))) + " elements in, " +
+         std::to_string(numElements(tensorShape(out))) + " out";
+}
 
 Communicator::Channel braid::rt::p2pChannel(const plan::Plan &p,
                                             const plan::Op &op, int worldRank) {

@@ -50,6 +50,13 @@ namespace braid::rt {
 Communicator::Channel p2pChannel(const plan::Plan &plan, const plan::Op &op,
                                  int worldRank);
 
+/// What every member's k-th collective on a communicator must agree on, as
+/// NCCL requires: the collective, its reduction or root, the element type
+/// and how many elements go in and come out (dims are each rank's own
+/// layout). The check below compares it across members before a step, and
+/// the interpreter where the members meet (a step run without the check).
+std::string collectiveSignature(const plan::Function &f, const plan::Op &op);
+
 /// Checks that the point-to-point ops pair up, that the collectives of
 /// every communicator match across its members, and that all of them can
 /// complete in the order each communicator issues them, when world rank r

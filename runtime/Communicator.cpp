@@ -25,7 +25,7 @@ Status Communicator::stall() {
 
 Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int stream,
                                                     int size, int rank,
-                                                    Bytes mine) {
+                                                    Contribution mine) {
   std::unique_lock<std::mutex> lock(mu_);
   Rendezvous &rv = rendezvous_[{key, stream}];
   auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -38,7 +38,7 @@ Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int stream,
   if (aborted_)
     return errorf("collective aborted: another rank failed");
   if (rv.slots.size() != size_t(size))
-    rv.slots.assign(size_t(size), Bytes());
+    rv.slots.assign(size_t(size), Contribution());
   rv.slots[size_t(rank)] = std::move(mine);
   if (++rv.arrived == size) {
     rv.ready = true;
@@ -50,13 +50,29 @@ Expected<std::vector<Bytes>> Communicator::exchange(int64_t key, int stream,
                   " more ranks (mismatched collectives?)");
   if (aborted_)
     return errorf("collective aborted: another rank failed");
-  std::vector<Bytes> all = rv.slots;
+  // Every member compares the same slots, so all fail alike.
+  const Contribution &first = rv.slots[0];
+  std::string mismatch;
+  for (const Contribution &c : rv.slots)
+    if (mismatch.empty() && c.signature != first.signature)
+      mismatch = "collective on instance " + std::to_string(key) + " stream " +
+                 std::to_string(stream) +
+                 " joins different collectives: world rank " +
+                 std::to_string(first.worldRank) + " runs " + first.signature +
+                 ", but world rank " + std::to_string(c.worldRank) + " runs " +
+                 c.signature;
+  std::vector<Bytes> all;
+  if (mismatch.empty())
+    for (const Contribution &c : rv.slots)
+      all.push_back(c.data);
   if (++rv.departed == size) {
     rv.arrived = rv.departed = 0;
     rv.ready = false;
     rv.slots.clear();
     cv_.notify_all();
   }
+  if (!mismatch.empty())
+    return errorf(mismatch);
   return all;
 }
 

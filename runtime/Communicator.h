@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -38,13 +39,22 @@ public:
                                            std::chrono::seconds(60));
   int worldSize() const { return worldSize_; }
 
+  /// One member's part in a round of exchange().
+  struct Contribution {
+    int worldRank = 0;
+    /// What the members must agree on (collectiveSignature()): a round
+    /// whose members disagree is an error on every one of them, not a
+    /// result computed from mismatched collectives.
+    std::string signature;
+    Bytes data;
+  };
   /// Every one of the `size` members of instance `key` calls this on
   /// stream `stream` with its rank in the instance; all get all
-  /// contributions in rank order. Each (instance, stream) is a
+  /// contributions' data in rank order. Each (instance, stream) is a
   /// communicator of its own, as NCCL's are: rounds on two streams of one
   /// group never meet.
   Expected<std::vector<Bytes>> exchange(int64_t key, int stream, int size,
-                                        int rank, Bytes mine);
+                                        int rank, Contribution mine);
   /// Point-to-point channels: member `src` to member `dst` of instance
   /// `key`, on stream `stream`.
   struct Channel {
@@ -81,7 +91,7 @@ private:
   struct Rendezvous {
     int arrived = 0, departed = 0;
     bool ready = false;
-    std::vector<Bytes> slots;
+    std::vector<Contribution> slots;
   };
   int worldSize_;
   std::chrono::milliseconds timeout_;

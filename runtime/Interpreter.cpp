@@ -589,8 +589,9 @@ Expected<ByteTensor> OpRunner::collective(const plan::Op &op,
   }
   int in = op.operands()->Get(0), out = op.results()->Get(0);
   ByteTensor mine = input ? *input : loadB(in);
-  auto all = comm.exchange(g.instanceKey, int(op.stream()), g.size,
-                           g.rankInGroup, mine.data);
+  auto all =
+      comm.exchange(g.instanceKey, int(op.stream()), g.size, g.rankInGroup,
+                    {in_.rank_, collectiveSignature(f_, op), mine.data});
   if (!all)
     return all.status();
   std::vector<ByteTensor> parts;

@@ -7,6 +7,7 @@
 #include "runtime/CommMatching.h"
 #include "runtime/Interpreter.h"
 #include "runtime/P2PGroups.h"
+#include "test/runtime/Expect.h"
 #include "test/runtime/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -643,17 +644,21 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
                         "which world rank 1 (rank 1 of 'dp') never "
                         "joins: it runs no function");
   // Broadcasts must agree on their root.
-  PlanBuilder roots(2);
-  roots.group("dp", 2);
-  for (int r = 0; r < 2; ++r) {
-    FnBuilder f = roots.function("stage" + std::to_string(r));
-    int x = f.input("x", {2});
-    int y = f.tensor({2});
-    plan::OpT &b = f.op(OpCode::Broadcast, {x}, {y});
-    b.group = 0;
-    b.root = r;
-    f.output("y", y);
-  }
+  auto broadcastFromOwnRank = [] {
+    PlanBuilder pb(2);
+    pb.group("dp", 2);
+    for (int r = 0; r < 2; ++r) {
+      FnBuilder f = pb.function("stage" + std::to_string(r));
+      int x = f.input("x", {2});
+      int y = f.tensor({2});
+      plan::OpT &b = f.op(OpCode::Broadcast, {x}, {y});
+      b.group = 0;
+      b.root = r;
+      f.output("y", y);
+    }
+    return pb;
+  };
+  PlanBuilder roots = broadcastFromOwnRank();
   auto rootPlan = loadPlan(roots.finish());
   ASSERT_TRUE(rootPlan) << rootPlan.status().message();
   expectMatchingRefused(
@@ -668,6 +673,39 @@ TEST(Collectives, CollectivesMatchAcrossFunctionsBeforeTheStep) {
   ASSERT_TRUE(out) << out.status().message();
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ((*out)[size_t(r)].at("y").toFloats(), (std::vector<float>{4, 6}));
+
+  // Run anyway (check off), mismatched members still meet: the round is an
+  // error on every rank, in either mode, not sums computed from an
+  // all_gather's or a max's input, nor a broadcast from two roots.
+  struct Mismatch {
+    PlanBuilder pb;
+    const char *error;
+  };
+  for (bool strict : {false, true}) {
+    std::vector<Mismatch> mismatches;
+    mismatches.push_back({stages(1, OpCode::AllGather, 2),
+                          "all_reduce sum of f32, 2 elements in, 2 out, but "
+                          "world rank 1 runs all_gather of f32, 2 elements "
+                          "in, 4 out"});
+    mismatches.push_back(
+        {stages(1, OpCode::AllReduce, 2, plan::ReduceKind::Max),
+         "but world rank 1 runs all_reduce max of f32"});
+    mismatches.push_back({stages(1, OpCode::AllReduce, 4),
+                          "but world rank 1 runs all_reduce sum of f32, 4 "
+                          "elements in, 4 out"});
+    mismatches.push_back({broadcastFromOwnRank(),
+                          "world rank 0 runs broadcast from rank 0 of f32, 2 "
+                          "elements in, 2 out, but world rank 1 runs "
+                          "broadcast from rank 1"});
+    for (Mismatch &m : mismatches) {
+      auto ran = runExchange(m.pb, strict, 60000,
+                             /*checkCommunication=*/false);
+      ASSERT_FALSE(ran) << m.error;
+      EXPECT_HAS(ran.status().message(),
+                 "stream 0 joins different collectives: world rank 0 runs");
+      EXPECT_HAS(ran.status().message(), m.error);
+    }
+  }
 }
 
 // A collective and a send share a communicator (same group and stream):
