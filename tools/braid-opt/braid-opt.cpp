@@ -1,11 +1,13 @@
 //===- braid-opt.cpp - the braid pass driver ------------------------------===//
 //
 // mlir-opt's driver, except that the input is read by readMlirInputFile
-// (bounded size, no devices, bounded nesting) before MLIR parses it.
+// (bounded size, no devices, bounded nesting) before MLIR parses it, and
+// that MLIR's own flags fail cleanly (MlirFlags.h).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/input/InputFile.h"
 #include "passes/InitAll.h"
+#include "tools/braid-opt/MlirFlags.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
@@ -16,6 +18,7 @@
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  braid::exitCleanlyOnFatalErrors("braid-opt");
   // --help lists MLIR's and braid's options (registered below), not the
   // hundreds of backend flags libLLVM registers statically (still parsed).
   llvm::cl::HideUnrelatedOptions(
@@ -27,6 +30,10 @@ int main(int argc, char **argv) {
       argc, argv, "braid pass driver\n", registry);
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
+  if (auto err = braid::checkMlirOptFlags(config)) {
+    llvm::errs() << "braid-opt: " << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  }
 
   auto input = braid::readMlirInputFile(inputPath);
   if (!input) {
