@@ -57,6 +57,13 @@ struct BraidFuseCollectivesPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (combineBytes < 0) {
+      emitError(getOperation()->getLoc(),
+                "braid-fuse-collectives: combine-bytes must be a byte count, "
+                "0 or more (0: never), got ")
+          << int64_t(combineBytes);
+      return signalPassFailure();
+    }
     if (fold)
       foldAll();
     if (combineBytes > 0)

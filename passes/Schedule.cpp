@@ -13,6 +13,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace mlir::braid {
@@ -345,6 +346,23 @@ struct BraidSchedulePass
     if (!tgt) {
       emitError(module.getLoc(), "braid-schedule: ")
           << llvm::toString(tgt.takeError());
+      return signalPassFailure();
+    }
+    // -1 is each bound's default; any other negative, NaN or infinity
+    // would silently mean the default too.
+    if (maxExtraLiveBytes < -1) {
+      emitError(module.getLoc(), "braid-schedule: max-extra-live-bytes "
+                                 "must be a byte count, 0 or more (-1: a "
+                                 "tenth of the target GPU's memory), got ")
+          << int64_t(maxExtraLiveBytes);
+      return signalPassFailure();
+    }
+    if (!std::isfinite(double(minHiddenUs)) ||
+        (minHiddenUs < 0 && minHiddenUs != -1)) {
+      emitError(module.getLoc(), "braid-schedule: min-hidden-us must be a "
+                                 "time in us, 0 or more (-1: two graph "
+                                 "launches of the target), got ")
+          << double(minHiddenUs);
       return signalPassFailure();
     }
     cost::CostModel model(*tgt, cost::LaunchMode::Graph, module);

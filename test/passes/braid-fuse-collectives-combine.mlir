@@ -4,6 +4,9 @@
 // RUN: braid-opt %s --braid-fuse-collectives=combine-bytes=191 --split-input-file | FileCheck %s --check-prefix=UNDER
 // Off by default.
 // RUN: braid-opt %s --braid-fuse-collectives --split-input-file | FileCheck %s --check-prefix=UNDER
+// A negative count is refused (braid-compile's --combine-collectives too).
+// RUN: not braid-opt %s --braid-fuse-collectives=combine-bytes=-1 --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: braid-fuse-collectives: combine-bytes must be a byte count, 0 or more (0: never), got -1
 
 braid.device_group @tp size 2
 braid.device_group @dp size 2

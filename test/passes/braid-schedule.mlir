@@ -2,6 +2,13 @@
 // RUN: braid-opt %s --braid-schedule="report=true" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: braid-opt %s --braid-schedule="max-extra-live-bytes=0" --split-input-file | FileCheck %s --check-prefix=TIGHT
 // RUN: braid-opt %s --braid-schedule="min-hidden-us=0" --split-input-file | FileCheck %s --check-prefix=ANY
+// Any other negative, NaN or infinity used to mean the default silently.
+// RUN: not braid-opt %s --braid-schedule="max-extra-live-bytes=-7" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-LIVE
+// RUN: not braid-opt %s --braid-schedule="min-hidden-us=nan" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-HIDDEN
+// RUN: not braid-opt %s --braid-schedule="min-hidden-us=-5" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-HIDDEN
+// RUN: not braid-opt %s --braid-schedule="min-hidden-us=inf" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD-HIDDEN
+// BAD-LIVE: braid-schedule: max-extra-live-bytes must be a byte count, 0 or more (-1: a tenth of the target GPU's memory), got -7
+// BAD-HIDDEN: braid-schedule: min-hidden-us must be a time in us, 0 or more (-1: two graph launches of the target), got
 
 // A parallel attention/MLP block (GPT-NeoX): the first all_reduce starts as
 // soon as its operand exists, the MLP runs while it flies, its wait comes
