@@ -624,6 +624,25 @@ Status checkCombinations(const Options &o) {
 }
 
 Status CommandLine::parse(int argc, const char *const *argv) {
+  // CLI11 reads `--steps= 3` as `--steps 3`'s flag with the next argument
+  // as its value, and then blames that argument: name the flag instead.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.empty() || arg[0] != '-' || arg == "--")
+      continue;
+    size_t eq = arg.find('=');
+    const CLI::Option *opt = app_.get_option_no_throw(arg.substr(0, eq));
+    if (!opt)
+      continue;
+    if (eq == std::string::npos) {
+      // `--tokens x`: x is the value, whatever it looks like.
+      i += opt->get_items_expected_min() > 0 ? 1 : 0;
+      continue;
+    }
+    if (eq == arg.size() - 1)
+      return errorf("option ", arg.substr(0, eq),
+                    " needs a value (nothing after '=')");
+  }
   try {
     app_.parse(argc, argv);
   } catch (const CLI::CallForHelp &) {
