@@ -85,6 +85,8 @@ private:
                 x.data.data());
     return x;
   }
+  /// Tensor t read in place (FView): kernels convert what they read.
+  FView viewF(int t) { return {shapeOf(t), storage(t), tensor(t).dtype()}; }
   ITensor loadI(int t) {
     ITensor x{shapeOf(t), {}};
     x.data.resize(size_t(numElements(x.shape)));
@@ -365,7 +367,7 @@ Status OpRunner::compute(const plan::Op &op) {
   auto result = [&](unsigned i) { return op.results()->Get(i); };
   switch (op.opcode()) {
   case OpCode::Matmul: {
-    auto y = matmul(loadF(operand(0)), loadF(operand(1)), op.transpose_a(),
+    auto y = matmul(viewF(operand(0)), viewF(operand(1)), op.transpose_a(),
                     op.transpose_b());
     // The epilogue works on the f32 result before the one rounding: the
     // separate add and gelu ops' arithmetic, so bit for bit theirs in f32.
@@ -428,7 +430,7 @@ Status OpRunner::compute(const plan::Op &op) {
                            ? GeluKind::Tanh
                            : GeluKind::Erf));
   case OpCode::Embedding: {
-    FTensor table = loadF(operand(1));
+    FView table = viewF(operand(1));
     int64_t start = embeddingVocabStart(plan_, op, in_.rank_, table.shape);
     return store(result(0), embedding(loadI(operand(0)), table, start));
   }

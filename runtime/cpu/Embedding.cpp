@@ -2,11 +2,10 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
-#include <algorithm>
 using namespace braid::rt;
 using namespace braid::rt::cpu;
 
-Expected<FTensor> cpu::embedding(const ITensor &ids, const FTensor &table,
+Expected<FTensor> cpu::embedding(const ITensor &ids, const FView &table,
                                  int64_t vocabStart) {
   auto shape = checkEmbeddingShapes(ids.shape, table.shape);
   if (!shape)
@@ -22,8 +21,7 @@ Expected<FTensor> cpu::embedding(const ITensor &ids, const FTensor &table,
       // shard it is simply an invalid id; zero keeps the op total.
       continue;
     }
-    std::copy_n(table.data.begin() + long(row * h), size_t(h),
-                out.data.begin() + long(i * size_t(h)));
+    table.read(row * h, h, out.data.data() + i * size_t(h));
   }
   return out;
 }

@@ -17,9 +17,27 @@
 
 namespace braid::rt::cpu {
 
+/// Read-only elements of a shape in their storage dtype, converted to f32
+/// as they are read (loadAsFloat, the interpreter's own conversion): the
+/// kernels that read weights (matmul, embedding) read them in place, a
+/// panel or a row at a time, instead of converting a whole copy per op (a
+/// bf16 decode step used to convert every weight it multiplied by).
+struct FView {
+  Shape shape;
+  const void *data = nullptr;
+  DType dtype = DType::F32;
+  /// Elements [begin, begin + n) as f32.
+  void read(int64_t begin, int64_t n, float *out) const {
+    loadAsFloat(dtype,
+                static_cast<const uint8_t *>(data) +
+                    size_t(begin) * dtypeSize(dtype),
+                n, out);
+  }
+};
 struct FTensor {
   Shape shape;
   std::vector<float> data;
+  FView view() const { return {shape, data.data(), DType::F32}; }
 };
 struct ITensor {
   Shape shape;
@@ -29,8 +47,15 @@ struct ITensor {
 enum class BinaryKind { Add, Mul };
 enum class GeluKind { Erf, Tanh };
 
+/// Blocked (Matmul.cpp), bit for bit matmulReference.
+Expected<FTensor> matmul(const FView &a, const FView &b, bool transposeA,
+                         bool transposeB);
 Expected<FTensor> matmul(const FTensor &a, const FTensor &b, bool transposeA,
                          bool transposeB);
+/// The definition: one sum per element in k order. Tests and benchmarks
+/// compare matmul with it.
+Expected<FTensor> matmulReference(const FView &a, const FView &b,
+                                  bool transposeA, bool transposeB);
 Expected<FTensor> binary(BinaryKind kind, const FTensor &lhs,
                          const FTensor &rhs);
 Expected<FTensor> rmsNorm(const FTensor &x, const FTensor &weight,
@@ -62,8 +87,12 @@ Expected<FTensor> softmax(const FTensor &x, int64_t dim);
 
 /// `vocabStart` is the first id this table holds (rank * V when the table is
 /// a vocabulary shard, 0 otherwise); ids outside give zero rows.
-Expected<FTensor> embedding(const ITensor &ids, const FTensor &table,
+Expected<FTensor> embedding(const ITensor &ids, const FView &table,
                             int64_t vocabStart);
+inline Expected<FTensor> embedding(const ITensor &ids, const FTensor &table,
+                                   int64_t vocabStart) {
+  return embedding(ids, table.view(), vocabStart);
+}
 
 struct AttentionParams {
   bool causal = false;

@@ -59,6 +59,75 @@ TEST(MatmulKernel, BatchedAWithMatrixAndBatchedB) {
   expectNear(c2->data, {1, 2, 6, 12});
 }
 
+// The blocked kernel computes each element as the reference does (one sum
+// in k order), so it must equal it bit for bit: on every transpose, on a
+// batched and an unbatched B, and on sizes that fill no panel or row block
+// evenly (rows 1..9 against blocks of 4, columns 1..37 against panels of
+// 16), with values whose sums round differently in any other order.
+TEST(MatmulKernel, BlockedIsTheReferenceBitForBit) {
+  uint64_t state = 12345;
+  auto next = [&] { // xorshift: reproducible, no <random> distribution
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return float(int64_t(state % 2000001) - 1000000) * 1e-3f;
+  };
+  auto random = [&](Shape shape) {
+    FTensor t{shape, std::vector<float>(size_t(numElements(shape)))};
+    for (float &x : t.data)
+      x = next();
+    return t;
+  };
+  int cases = 0;
+  for (int64_t m : {1, 3, 4, 9})
+    for (int64_t n : {1, 15, 16, 37})
+      for (int64_t k : {1, 7, 64})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true})
+            for (bool batchedB : {false, true}) {
+              FTensor a = random(ta ? Shape{2, k, m} : Shape{2, m, k});
+              Shape bs = tb ? Shape{n, k} : Shape{k, n};
+              if (batchedB)
+                bs.insert(bs.begin(), 2);
+              FTensor b = random(bs);
+              auto got = matmul(a, b, ta, tb);
+              auto want = matmulReference(a.view(), b.view(), ta, tb);
+              ASSERT_TRUE(got) << got.status().message();
+              ASSERT_TRUE(want) << want.status().message();
+              ASSERT_EQ(got->shape, want->shape);
+              ASSERT_EQ(0, std::memcmp(got->data.data(), want->data.data(),
+                                       got->data.size() * sizeof(float)))
+                  << "m " << m << " n " << n << " k " << k << " ta " << ta
+                  << " tb " << tb << " batched B " << batchedB;
+              // Stored as bf16 and f16, read in place: the f32 matmul of
+              // the converted operands (the interpreter converted whole
+              // copies before), bit for bit.
+              for (DType dt : {DType::BF16, DType::F16}) {
+                auto stored = [&](const FTensor &x) {
+                  HostTensor h(dt, x.shape);
+                  storeFromFloat(dt, x.data.data(), int64_t(x.data.size()),
+                                 h.bytes.data());
+                  return h;
+                };
+                HostTensor a16 = stored(a), b16 = stored(b);
+                auto inPlace =
+                    matmul(FView{a16.shape, a16.bytes.data(), dt},
+                           FView{b16.shape, b16.bytes.data(), dt}, ta, tb);
+                auto converted = matmulReference(
+                    FTensor{a.shape, a16.toFloats()}.view(),
+                    FTensor{b.shape, b16.toFloats()}.view(), ta, tb);
+                ASSERT_TRUE(inPlace && converted);
+                ASSERT_EQ(0, std::memcmp(inPlace->data.data(),
+                                         converted->data.data(),
+                                         inPlace->data.size() * 4))
+                    << dtypeName(dt) << " m " << m << " n " << n << " k " << k
+                    << " ta " << ta << " tb " << tb;
+              }
+              ++cases;
+            }
+  EXPECT_EQ(cases, 4 * 4 * 3 * 8);
+}
+
 TEST(MatmulKernel, RejectsContractionMismatch) {
   auto c = matmul(FTensor{{2, 3}, std::vector<float>(6)},
                   FTensor{{2, 2}, std::vector<float>(4)}, false, false);
