@@ -2,8 +2,13 @@
 #include "runtime/Weights.h"
 #include "runtime/CheckedMath.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/Threads.h"
 
+#include <algorithm>
+#include <functional>
 #include <optional>
+#include <thread>
+#include <vector>
 
 using namespace braid::rt;
 
@@ -35,8 +40,11 @@ std::vector<float> braid::rt::generateFullWeights(uint64_t seed,
                                                   std::string_view name,
                                                   const Shape &fullShape) {
   std::vector<float> out(static_cast<size_t>(numElements(fullShape)));
+  // The name's hash and kind once, not per element (weightValue's).
+  uint64_t hash = weightNameHash(name);
+  bool norm = isNormWeight(name);
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = weightValue(seed, name, int64_t(i));
+    out[i] = weights::weightFromHash(seed, hash, int64_t(i), norm);
   return out;
 }
 
@@ -108,18 +116,98 @@ braid::rt::localIndexMap(const Shape &full, const Shape &paddedIn,
   return m;
 }
 
-// Calls fn(localLinear, fullLinear or -1 for padding) for every local
-// element; the mapping is the whole shard rule.
-template <typename Fn>
-static Status forEachLocal(const Shape &full, const Shape &padded,
-                           const ShardSpec &spec, Fn fn) {
-  auto map = localIndexMap(full, padded, spec);
-  if (!map)
-    return map.status();
-  for (int64_t e = 0; e < map->localCount; ++e)
-    fn(e, weights::fullIndexOf(*map, e));
-  return Status::ok();
+namespace {
+
+/// The shard rule a row (the last dim) at a time: fullIndexOf's divisions
+/// once per row, not per element. A local element's full index is its
+/// row's (the leading dims, mapped alone) times the last dim's full length
+/// plus its column's (the last dim, mapped alone), or padding (-1) when
+/// either is.
+class RowMap {
+public:
+  static Expected<RowMap> create(const Shape &full, const Shape &padded,
+                                 const ShardSpec &spec) {
+    auto map = localIndexMap(full, padded, spec);
+    if (!map)
+      return map.status();
+    RowMap r;
+    r.m_ = *map;
+    if (r.m_.rank == 0) { // a scalar: one row of one element
+      r.numRows = r.m_.localCount;
+      r.width = 1;
+      r.column_ = {0};
+      return r;
+    }
+    int last = r.m_.rank - 1;
+    r.rows_ = r.m_;
+    r.rows_.rank = last;
+    r.rows_.dim = r.m_.dim == last ? -1 : r.m_.dim;
+    weights::LocalIndexMap cols = r.m_;
+    cols.rank = 1;
+    cols.local[0] = r.m_.local[last];
+    cols.full[0] = r.m_.full[last];
+    cols.dim = r.m_.dim == last ? 0 : -1;
+    r.width = r.m_.local[last];
+    r.fullWidth = r.m_.full[last];
+    r.numRows = r.width ? r.m_.localCount / r.width : 0;
+    r.column_.resize(size_t(r.width));
+    for (int64_t c = 0; c < r.width; ++c)
+      r.column_[size_t(c)] = weights::fullIndexOf(cols, c);
+    return r;
+  }
+
+  /// Full indices (or -1) of row `r`'s `width` elements.
+  void row(int64_t r, int64_t *full) const {
+    int64_t base = m_.rank == 0 ? 0 : weights::fullIndexOf(rows_, r);
+    for (int64_t c = 0; c < width; ++c) {
+      int64_t col = column_[size_t(c)];
+      full[c] = base < 0 || col < 0 ? -1 : base * fullWidth + col;
+    }
+  }
+
+  int64_t numRows = 0, width = 0, fullWidth = 1;
+
+private:
+  weights::LocalIndexMap m_, rows_;
+  std::vector<int64_t> column_;
+};
+
+/// Calls fill(firstRow, endRow) over all of `rows`, split across threads
+/// when there are enough elements to pay for them (set-up generates
+/// billions); serially when threads cannot be started.
+void forRowRanges(const RowMap &rows,
+                  const std::function<void(int64_t, int64_t)> &fill) {
+  constexpr int64_t kElementsPerThread = int64_t(1) << 20;
+  int64_t elements = rows.numRows * rows.width;
+  int64_t threads = std::min<int64_t>(
+      {int64_t(std::max(1u, std::thread::hardware_concurrency())), 16,
+       std::max<int64_t>(1, elements / kElementsPerThread), rows.numRows});
+  if (threads <= 1 || !runOnThreads(
+                          size_t(threads),
+                          [&](size_t t) {
+                            fill(rows.numRows * int64_t(t) / threads,
+                                 rows.numRows * int64_t(t + 1) / threads);
+                          },
+                          "weight generation threads"))
+    fill(0, rows.numRows);
 }
+
+/// `out` (rows.numRows x rows.width elements) from the full index of each:
+/// value(full index), 0 for padding.
+template <typename Value>
+void fillLocal(const RowMap &rows, Value value, float *out) {
+  forRowRanges(rows, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> full(size_t(rows.width));
+    for (int64_t r = begin; r < end; ++r) {
+      rows.row(r, full.data());
+      float *o = out + r * rows.width;
+      for (int64_t c = 0; c < rows.width; ++c)
+        o[c] = full[size_t(c)] < 0 ? 0.0f : value(full[size_t(c)]);
+    }
+  });
+}
+
+} // namespace
 
 Expected<std::vector<float>>
 braid::rt::sliceForRank(const std::vector<float> &full, const Shape &fullShape,
@@ -127,26 +215,29 @@ braid::rt::sliceForRank(const std::vector<float> &full, const Shape &fullShape,
   if (int64_t(full.size()) != numElements(fullShape))
     return errorf("full tensor has ", full.size(), " elements, shape ",
                   formatShape(fullShape), " needs ", numElements(fullShape));
-  std::vector<float> out;
-  Status st =
-      forEachLocal(fullShape, paddedShape, spec, [&](int64_t l, int64_t f) {
-        out.push_back(f < 0 ? 0.0f : full[size_t(f)]);
-      });
-  if (!st)
-    return st;
+  auto rows = RowMap::create(fullShape, paddedShape, spec);
+  if (!rows)
+    return rows.status();
+  std::vector<float> out(size_t(rows->numRows * rows->width));
+  fillLocal(
+      *rows, [&](int64_t f) { return full[size_t(f)]; }, out.data());
   return out;
 }
 
 Expected<std::vector<float>> braid::rt::generateLocalWeights(
     uint64_t seed, std::string_view name, const Shape &fullShape,
     const Shape &paddedShape, const ShardSpec &spec) {
-  std::vector<float> out;
-  Status st =
-      forEachLocal(fullShape, paddedShape, spec, [&](int64_t l, int64_t f) {
-        out.push_back(f < 0 ? 0.0f : weightValue(seed, name, f));
-      });
-  if (!st)
-    return st;
+  auto rows = RowMap::create(fullShape, paddedShape, spec);
+  if (!rows)
+    return rows.status();
+  // The name's hash and kind once, not per element (weightValue's).
+  uint64_t hash = weightNameHash(name);
+  bool norm = isNormWeight(name);
+  std::vector<float> out(size_t(rows->numRows * rows->width));
+  fillLocal(
+      *rows,
+      [&](int64_t f) { return weights::weightFromHash(seed, hash, f, norm); },
+      out.data());
   return out;
 }
 
@@ -155,13 +246,38 @@ braid::rt::initialParameterValue(const plan::Plan &plan,
                                  const plan::Parameter &param, int worldRank,
                                  uint64_t seed) {
   auto [full, local, padded] = parameterShapes(param);
-  auto values =
-      generateLocalWeights(seed, param.name()->string_view(), full, padded,
-                           shardSpecFor(plan, param, worldRank));
-  if (!values)
-    return errorf("parameter '", param.name()->str(),
-                  "': ", values.status().message());
-  return HostTensor::fromFloats(param.dtype(), local, *values);
+  auto fail = [&](const Status &st) {
+    return errorf("parameter '", param.name()->str(), "': ", st.message());
+  };
+  auto rows =
+      RowMap::create(full, padded, shardSpecFor(plan, param, worldRank));
+  if (!rows)
+    return fail(rows.status());
+  if (rows->numRows * rows->width != numElements(local))
+    return fail(errorf("the shard rule gives ", rows->numRows * rows->width,
+                       " elements, local shape ", formatShape(local), " holds ",
+                       numElements(local)));
+  // Straight into the storage dtype a row at a time: no f32 copy of the
+  // whole parameter (for bf16 weights, twice their size) on the way.
+  HostTensor t(param.dtype(), local);
+  uint64_t hash = weightNameHash(param.name()->string_view());
+  bool norm = isNormWeight(param.name()->string_view());
+  size_t elementSize = dtypeSize(param.dtype());
+  forRowRanges(*rows, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> fullIndex(size_t(rows->width));
+    std::vector<float> values(size_t(rows->width));
+    for (int64_t r = begin; r < end; ++r) {
+      rows->row(r, fullIndex.data());
+      for (int64_t c = 0; c < rows->width; ++c) {
+        int64_t f = fullIndex[size_t(c)];
+        values[size_t(c)] =
+            f < 0 ? 0.0f : weights::weightFromHash(seed, hash, f, norm);
+      }
+      storeFromFloat(param.dtype(), values.data(), rows->width,
+                     t.bytes.data() + size_t(r * rows->width) * elementSize);
+    }
+  });
+  return t;
 }
 
 Expected<unsigned> braid::rt::parameterSlotFor(const plan::Plan &plan,

@@ -157,3 +157,43 @@ TEST(Weights, RejectsIndivisibleCut) {
       << bad.status().message();
   EXPECT_FALSE(generateLocalWeights(0, "w", {4, 2}, {3, 2}, spec(0, 0, 2)));
 }
+
+// generateLocalWeights maps a row at a time (the leading dims and the last
+// dim apart); fullIndexOf, per element, is the definition (the GPU
+// generator calls it). Every shard dim, blocks, fewer shards than ranks,
+// padding in either dim, and rank 1 and 3 tensors.
+TEST(Weights, RowWiseMappingIsFullIndexOfPerElement) {
+  struct Case {
+    Shape full, padded;
+    ShardSpec spec;
+  };
+  std::vector<Case> cases = {
+      {{6}, {}, spec(-1, 0, 1)},
+      {{8}, {}, spec(0, 1, 2)},
+      {{5}, {8}, spec(0, 3, 4)},
+      {{6, 4}, {}, spec(-1, 0, 1)},
+      {{6, 4}, {}, spec(0, 1, 2)},
+      {{6, 4}, {}, spec(1, 1, 2)},
+      {{12, 4}, {}, spec(0, 2, 4, 2, 3)}, // 3 blocks, 2 shards, 4 ranks
+      {{4, 12}, {}, spec(1, 1, 2, 2, 3)},
+      {{5, 3}, {8, 3}, spec(0, 3, 4)}, // padded rows
+      {{3, 5}, {3, 8}, spec(1, 3, 4)}, // padded columns, in the last dim
+      {{3, 5}, {4, 8}, spec(0, 1, 2)}, // padded in both, sharded on dim 0
+      {{2, 6, 4}, {}, spec(1, 1, 3)},
+      {{2, 6, 5}, {2, 6, 8}, spec(2, 0, 2)},
+  };
+  for (const Case &c : cases) {
+    auto map = localIndexMap(c.full, c.padded, c.spec);
+    ASSERT_TRUE(map) << map.status().message();
+    auto got = generateLocalWeights(5, "w", c.full, c.padded, c.spec);
+    ASSERT_TRUE(got) << got.status().message();
+    ASSERT_EQ(int64_t(got->size()), map->localCount);
+    for (int64_t e = 0; e < map->localCount; ++e) {
+      int64_t f = weights::fullIndexOf(*map, e);
+      float want = f < 0 ? 0.0f : weightValue(5, "w", f);
+      ASSERT_EQ(std::memcmp(&(*got)[size_t(e)], &want, 4), 0)
+          << formatShape(c.full) << " sharded on " << c.spec.dim
+          << ", local element " << e;
+    }
+  }
+}
