@@ -331,9 +331,8 @@ static std::string describeNonFinite(const std::vector<float> &logits,
   return os.str();
 }
 
-Expected<std::vector<StepRecord>>
-braid::rt::generate(const GenerationShape &shape,
-                    const GenerationOptions &options, const StepFn &step) {
+Status braid::rt::checkGeneration(const GenerationShape &shape,
+                                  const GenerationOptions &options) {
   const int64_t b = shape.batch, s = shape.promptLength;
   // generationShape refuses these; a hand-made shape must not divide by 0.
   if (b < 1 || s < 1 || shape.vocab < 1)
@@ -375,6 +374,14 @@ braid::rt::generate(const GenerationShape &shape,
       int(options.forcedTokens.size()) < options.decodeSteps)
     return errorf("forced tokens cover ", options.forcedTokens.size(),
                   " decode steps, need ", options.decodeSteps);
+  return Status::ok();
+}
+
+Expected<std::vector<StepRecord>>
+braid::rt::generate(const GenerationShape &shape,
+                    const GenerationOptions &options, const StepFn &step) {
+  BRAID_RETURN_IF_ERROR(checkGeneration(shape, options));
+  const int64_t b = shape.batch, s = shape.promptLength;
 
   // A bucket takes `padded` tokens per sequence: the prompt, then pad
   // tokens (id 0) at the following positions. Causal attention keeps them

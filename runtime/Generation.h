@@ -144,6 +144,13 @@ struct GenerationOptions {
       explainNonFinite;
 };
 
+/// What generate refuses before its first step (the prompt's length and
+/// ids, forced tokens, steps past the positions or the KV cache): a runner
+/// calls it before it allocates and fills the weights, so a wrong prompt
+/// fails at once, not after set-up.
+Status checkGeneration(const GenerationShape &shape,
+                       const GenerationOptions &options);
+
 Expected<std::vector<StepRecord>> generate(const GenerationShape &shape,
                                            const GenerationOptions &options,
                                            const StepFn &step);

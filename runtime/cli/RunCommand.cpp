@@ -278,6 +278,8 @@ std::optional<Failure> runMain(int argc, char **argv, Bootstrap *processes) {
     shape = shapeForRun(*shape, o.sequences, o.tokens.size());
   GenerationOptions g;
   Status planned = planGeneration(o, shape, g);
+  if (planned && shape)
+    planned = checkGeneration(*shape, g);
   if (!planned)
     return fail(planned, Phase::Agreement);
 
