@@ -1072,12 +1072,11 @@ Status OpRunner::runOpsStrict(std::mt19937_64 &rng) {
 
 // Plans may legally ask for more memory than the machine has; report that as
 // an error instead of terminating on std::bad_alloc.
-Expected<std::unique_ptr<Interpreter>> Interpreter::create(LoadedPlan plan,
-                                                           int rank,
-                                                           Communicator &comm,
-                                                           uint64_t seed) {
+Expected<std::unique_ptr<Interpreter>>
+Interpreter::create(LoadedPlan plan, int rank, Communicator &comm,
+                    uint64_t seed, bool syntheticWeights) {
   try {
-    return createImpl(std::move(plan), rank, comm, seed);
+    return createImpl(std::move(plan), rank, comm, seed, syntheticWeights);
   } catch (const std::exception &e) { // bad_alloc, length_error
     return errorf("rank ", rank, ": out of memory for parameters and state (",
                   e.what(), ")");
@@ -1096,7 +1095,7 @@ Expected<TensorMap> Interpreter::run(std::string_view function,
 
 Expected<std::unique_ptr<Interpreter>>
 Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
-                        uint64_t seed) {
+                        uint64_t seed, bool syntheticWeights) {
   const plan::Plan &root = plan.root();
   if (rank < 0 || rank >= root.world_size())
     return errorf("rank ", rank, " is outside world_size ", root.world_size());
@@ -1111,12 +1110,21 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
     in->packs_.emplace_back(pack.dtype, pack.shape);
   if (p.parameters())
     for (unsigned i = 0; i < p.parameters()->size(); ++i) {
-      auto value =
-          initialParameterValue(p, *p.parameters()->Get(i), rank, seed);
+      const plan::Parameter &param = *p.parameters()->Get(i);
+      const ParameterPacking::Place &place = in->packing_.places[i];
+      if (!syntheticWeights) {
+        HostTensor zero;
+        zero.dtype = param.dtype();
+        zero.shape = parameterShapes(param).local;
+        if (place.pack < 0) // a pack's pieces live (zeroed) in the pack
+          zero = HostTensor(zero.dtype, zero.shape);
+        in->params_.push_back(std::move(zero));
+        continue;
+      }
+      auto value = initialParameterValue(p, param, rank, seed);
       if (!value)
         return value.status();
       HostTensor local = value.take();
-      const ParameterPacking::Place &place = in->packing_.places[i];
       if (place.pack >= 0) {
         if (!local.bytes.empty())
           std::memcpy(in->packs_[size_t(place.pack)].bytes.data() +
@@ -1373,7 +1381,8 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
-    auto in = Interpreter::create(plan, i, *r->comm_, options.seed);
+    auto in = Interpreter::create(plan, i, *r->comm_, options.seed,
+                                  options.syntheticWeights);
     if (!in)
       return in.status();
     (*in)->setTestStuck(i == options.testStuckRank);

@@ -63,6 +63,10 @@ constexpr int kMaxCpuRanks = 1024;
 struct RunnerOptions {
   /// Seed of the generated weights.
   uint64_t seed = 0;
+  /// false: parameters start at zero, for a caller that sets every one
+  /// itself (a checkpoint; generating weights it then replaced doubled a
+  /// checkpoint run's set-up).
+  bool syntheticWeights = true;
   /// How long a rank waits in one collective for the others before the
   /// step fails (a mismatched or hung schedule).
   std::chrono::milliseconds collectiveTimeout = std::chrono::seconds(60);
@@ -106,10 +110,12 @@ Status checkHostResources(const plan::Plan &plan, const RunnerOptions &options);
 
 class Interpreter {
 public:
-  /// Builds rank `rank`'s interpreter: its parameter slices (from `seed`)
-  /// and zeroed state slots.
+  /// Builds rank `rank`'s interpreter: its parameter slices (generated
+  /// from `seed`; zero without `syntheticWeights`, for a caller that sets
+  /// every one) and zeroed state slots.
   static Expected<std::unique_ptr<Interpreter>>
-  create(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed = 0);
+  create(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed = 0,
+         bool syntheticWeights = true);
 
   /// Runs one step of `function`. `inputs` must bind exactly the function's
   /// inputs by name, with matching dtype and shape.
@@ -140,7 +146,8 @@ public:
 
 private:
   static Expected<std::unique_ptr<Interpreter>>
-  createImpl(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed);
+  createImpl(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed,
+             bool syntheticWeights);
   Expected<TensorMap> runImpl(std::string_view function,
                               const TensorMap &inputs);
   Interpreter(LoadedPlan plan, int rank, Communicator &comm)

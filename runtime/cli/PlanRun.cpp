@@ -110,6 +110,8 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
   if (backend == "cpu") {
     RunnerOptions ro;
     ro.seed = o.seed;
+    // loadCheckpoint sets every parameter (or fails).
+    ro.syntheticWeights = !o.checkpoint;
     ro.collectiveTimeout = std::chrono::milliseconds(
         std::max<int64_t>(1, int64_t(o.timeout * 1000)));
     ro.testStuckRank = o.testStuckRank;

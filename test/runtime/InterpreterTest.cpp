@@ -574,3 +574,37 @@ TEST(Interpreter, PackedPiecesHoldTheirGeneratedWeights) {
           << "rank " << r << " parameter " << i;
     }
 }
+
+// Without synthetic weights (a checkpoint run, which sets every parameter)
+// parameters, packed pieces too, start at zero; set to the generated values
+// the runner computes what a synthetic one does, bit for bit.
+TEST(Interpreter, ParametersSetByTheCallerStartAtZero) {
+  PlanBuilder pb = packedProjectionPlan(2);
+  auto loaded = loadPlan(pb.finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  RunnerOptions o;
+  o.seed = 11;
+  auto synthetic = ThreadedRunner::create(*loaded, o);
+  o.syntheticWeights = false;
+  auto zeroed = ThreadedRunner::create(*loaded, o);
+  ASSERT_TRUE(synthetic && zeroed);
+  const plan::Plan &p = loaded->root();
+  for (int r = 0; r < 2; ++r)
+    for (unsigned i = 0; i < p.parameters()->size(); ++i) {
+      HostTensor zero = (*zeroed)->rank(r).parameter(int(i));
+      auto want = initialParameterValue(p, *p.parameters()->Get(i), r, 11);
+      ASSERT_TRUE(want) << want.status().message();
+      EXPECT_EQ(zero.bytes, std::vector<uint8_t>(want->bytes.size(), 0))
+          << "rank " << r << " parameter " << i;
+      ASSERT_TRUE((*zeroed)->rank(r).setParameter(
+          p.parameters()->Get(i)->name()->str(), want.take()));
+    }
+  TensorMap in{{"x", f32({2, 3, 8}, wave(2 * 3 * 8, 0.4f))}};
+  auto a = (*synthetic)->run("prefill", {in});
+  auto b = (*zeroed)->run("prefill", {in});
+  ASSERT_TRUE(a && b);
+  for (int r = 0; r < 2; ++r)
+    for (const char *name : {"y", "yq", "yk"})
+      EXPECT_EQ((*a)[size_t(r)].at(name).bytes, (*b)[size_t(r)].at(name).bytes)
+          << "rank " << r << " " << name;
+}
