@@ -82,7 +82,13 @@ rt::Expected<std::vector<rt::TensorMap>> run(const std::vector<uint8_t> &bytes,
   auto plan = rt::loadPlan(bytes, lo);
   if (!plan)
     return plan.status();
-  auto runner = rt::ThreadedRunner::create(*plan, /*seed=*/3);
+  // A mutant whose collectives deadlock under strict mode (a rank blocked
+  // in one stream's collective while its peer waits in the other's) ends
+  // at this timeout; the default 60 s made two such mutants take 2 min.
+  rt::RunnerOptions options;
+  options.seed = 3;
+  options.collectiveTimeout = std::chrono::seconds(5);
+  auto runner = rt::ThreadedRunner::create(*plan, options);
   if (!runner)
     return runner.status();
   (*runner)->setStrict(seed != 0, seed);
