@@ -132,6 +132,19 @@ static cl::opt<bool> verifyEach(
              "it is verified once, after the pipeline"),
     cl::cat(compileCategory));
 
+/// The default pipeline's flags given on the command line ("--sp,
+/// --decompose"), or "". (--target and --report also serve --report.)
+static std::string defaultPipelineFlagsGiven() {
+  std::string given;
+  for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+           &fuseCollectives, &fuseCompute, &schedule, &decompose,
+           &decomposeOrder, &combineCollectiveBytes, &sequenceParallel,
+           &sequenceParallelForce})
+    if (o->getNumOccurrences())
+      given += (given.empty() ? "--" : ", --") + o->ArgStr.str();
+  return given;
+}
+
 /// Set while --report's serial reference pipeline runs: its warnings repeat
 /// the compiled pipeline's.
 static bool quietWarnings = false;
@@ -238,6 +251,14 @@ int main(int argc, char **argv) {
       return fail(error);
     warnIfTargetTooSmall(**module, target);
     braid::buildDefaultPipeline(pm, pipeline);
+  } else if (std::string given = defaultPipelineFlagsGiven(); !given.empty()) {
+    // They would do nothing: refused, not ignored.
+    bool one = given.find(',') == std::string::npos;
+    return fail(given + (one ? " configures" : " configure") +
+                " the default pipeline, which " +
+                "--pass-pipeline replaces: give them as options of its " +
+                "passes, or of braid-default-pipeline{...} (e.g. " +
+                "braid-default-pipeline{decompose=2 sp=off})");
   } else if (passPipeline == "none") {
     // Nothing: the reference point for differential tests.
   } else if (mlir::failed(parseModulePipeline(passPipeline, pm))) {
