@@ -5,7 +5,7 @@
 // - matmul: the way the interpreter multiplied before (the weight converted
 //   to a whole f32 copy, then one dot product per element) against the
 //   blocked kernel reading the weight in place, for f32 and bf16 weights,
-//   at decode (1 row) and prefill (32 rows);
+//   at decode (1 row) and prefill (32 rows), on one thread and on two;
 // - weights: generating a 4096 x 4096 bf16 parameter element by element
 //   (the name hashed and the shard rule divided per element, then an f32
 //   copy converted) against initialParameterValue (row-wise map, straight
@@ -37,14 +37,14 @@ HostTensor stored(DType dtype, Shape shape, float scale) {
 
 /// x [rows, 4096] times w [n, 4096]^T (a Linear layer, HF layout).
 void matmulBench(benchmark::State &state, bool blocked, DType weightDtype,
-                 int64_t rows, int64_t n) {
+                 int64_t rows, int64_t n, int threads = 1) {
   HostTensor x = stored(DType::F32, {1, rows, kHidden}, 1.0f);
   HostTensor w = stored(weightDtype, {n, kHidden}, 0.02f);
   cpu::FView xv{x.shape, x.bytes.data(), x.dtype};
   for (auto _ : state) {
     if (blocked) {
       auto y = cpu::matmul(xv, cpu::FView{w.shape, w.bytes.data(), w.dtype},
-                           false, true);
+                           false, true, threads);
       benchmark::DoNotOptimize(y);
     } else {
       cpu::FTensor wf{w.shape, w.toFloats()}; // the interpreter's loadF
@@ -119,12 +119,21 @@ BENCHMARK_CAPTURE(matmulBench, before_bf16_decode, false, DType::BF16, 1, 4096)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(matmulBench, after_bf16_decode, true, DType::BF16, 1, 4096)
     ->Unit(benchmark::kMillisecond);
+// Two threads (the cores a tp-1 CPU run leaves free on this machine).
+BENCHMARK_CAPTURE(matmulBench, after_bf16_decode_2threads, true, DType::BF16, 1,
+                  4096, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(matmulBench, before_bf16_prefill32, false, DType::BF16, 32,
                   1024)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(matmulBench, after_bf16_prefill32, true, DType::BF16, 32,
                   1024)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(matmulBench, after_bf16_prefill32_2threads, true, DType::BF16,
+                  32, 1024, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(weightsBench, before_per_element, false)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -368,7 +368,7 @@ Status OpRunner::compute(const plan::Op &op) {
   switch (op.opcode()) {
   case OpCode::Matmul: {
     auto y = matmul(viewF(operand(0)), viewF(operand(1)), op.transpose_a(),
-                    op.transpose_b());
+                    op.transpose_b(), in_.matmulThreads_);
     // The epilogue works on the f32 result before the one rounding: the
     // separate add and gelu ops' arithmetic, so bit for bit theirs in f32.
     if (y && op.matmul_bias())
@@ -1386,6 +1386,9 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
     if (!in)
       return in.status();
     (*in)->setTestStuck(i == options.testStuckRank);
+    // Cores the rank threads leave idle (tp 1 on two cores: one).
+    (*in)->setMatmulThreads(int(
+        std::max(1u, std::thread::hardware_concurrency()) / unsigned(world)));
     r->ranks_.push_back(in.take());
   }
   return r;

@@ -29,6 +29,7 @@
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -122,6 +123,9 @@ public:
   Expected<TensorMap> run(std::string_view function, const TensorMap &inputs);
 
   int rank() const { return rank_; }
+  /// Threads one large matmul of this rank may use (ThreadedRunner: the
+  /// cores its ranks leave free); results do not depend on it.
+  void setMatmulThreads(int threads) { matmulThreads_ = std::max(1, threads); }
   const HostTensor &stateSlot(int slot) const { return state_[size_t(slot)]; }
   /// Parameter `index`'s local slice (a copy: a piece of a parameter pack
   /// lives inside its pack).
@@ -156,6 +160,7 @@ private:
 
   LoadedPlan plan_;
   int rank_;
+  int matmulThreads_ = 1;
   Communicator &comm_;
   bool testStuck_ = false;
   /// Where parameter `index`'s local slice lives: its own tensor, or its

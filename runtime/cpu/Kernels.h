@@ -47,11 +47,12 @@ struct ITensor {
 enum class BinaryKind { Add, Mul };
 enum class GeluKind { Erf, Tanh };
 
-/// Blocked (Matmul.cpp), bit for bit matmulReference.
+/// Blocked (Matmul.cpp), bit for bit matmulReference; a large product's
+/// columns are split across up to `threads` threads.
 Expected<FTensor> matmul(const FView &a, const FView &b, bool transposeA,
-                         bool transposeB);
+                         bool transposeB, int threads = 1);
 Expected<FTensor> matmul(const FTensor &a, const FTensor &b, bool transposeA,
-                         bool transposeB);
+                         bool transposeB, int threads = 1);
 /// The definition: one sum per element in k order. Tests and benchmarks
 /// compare matmul with it.
 Expected<FTensor> matmulReference(const FView &a, const FView &b,

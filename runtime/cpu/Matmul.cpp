@@ -14,11 +14,13 @@
 // without reordering any sum.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Threads.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
@@ -79,10 +81,12 @@ BRAID_INLINE void rowsTimesPanel(const Operands &o, const float *panel,
     std::copy_n(acc[r], size_t(width), c + (i0 + r) * o.n + j0);
 }
 
-BRAID_INLINE void panels(const Operands &o, float *c) {
+/// Columns [jBegin, jEnd) of C.
+BRAID_INLINE void panels(const Operands &o, float *c, int64_t jBegin,
+                         int64_t jEnd) {
   std::vector<float> panel(size_t(o.k * kPanel)), row(size_t(o.k));
-  for (int64_t j0 = 0; j0 < o.n; j0 += kPanel) {
-    int64_t width = std::min(kPanel, o.n - j0);
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kPanel) {
+    int64_t width = std::min(kPanel, jEnd - j0);
     packPanel(o, j0, width, panel.data(), row.data());
     int64_t i = 0;
     for (; i + kRows <= o.m; i += kRows)
@@ -97,15 +101,81 @@ BRAID_INLINE void panels(const Operands &o, float *c) {
 // clone). Measured slower than SSE for a single row (bench/CpuBench.cpp),
 // where packing the panel dominates.
 __attribute__((target_clones("avx2", "default"))) void
-panelsWide(const Operands &o, float *c) {
-  panels(o, c);
+panelsWide(const Operands &o, float *c, int64_t jBegin, int64_t jEnd) {
+  panels(o, c, jBegin, jEnd);
 }
 
-void blockedMatmul(const Operands &o, float *c) {
+/// A few rows against B^T stored as f32 or bf16 (a decode step's
+/// projections): kPanel rows of B read in place side by side, one
+/// accumulator each, instead of packing a panel that only one row uses.
+template <typename Load>
+BRAID_INLINE void rowsAgainstRowsOfB(const Operands &o, float *c,
+                                     int64_t jBegin, int64_t jEnd, Load load) {
+  for (int64_t i = 0; i < o.m; ++i)
+    for (int64_t j0 = jBegin; j0 < jEnd; j0 += kPanel) {
+      int64_t width = std::min(kPanel, jEnd - j0);
+      int64_t base = o.bOffset + j0 * o.k;
+      float acc[kPanel] = {};
+      if (width == kPanel) {
+        for (int64_t kk = 0; kk < o.k; ++kk) {
+          float av = o.a_(i, kk);
+          for (int64_t jj = 0; jj < kPanel; ++jj)
+            acc[jj] += av * load(base + jj * o.k + kk);
+        }
+      } else {
+        for (int64_t kk = 0; kk < o.k; ++kk) {
+          float av = o.a_(i, kk);
+          for (int64_t jj = 0; jj < width; ++jj)
+            acc[jj] += av * load(base + jj * o.k + kk);
+        }
+      }
+      std::copy_n(acc, size_t(width), c + i * o.n + j0);
+    }
+}
+
+/// Columns [jBegin, jEnd) of C (jBegin a multiple of kPanel).
+void blockedColumns(const Operands &o, float *c, int64_t jBegin, int64_t jEnd) {
   if (o.m >= kRows)
-    panelsWide(o, c);
-  else
-    panels(o, c);
+    return panelsWide(o, c, jBegin, jEnd);
+  if (o.transposeB && o.b.dtype == DType::F32) {
+    const float *b = static_cast<const float *>(o.b.data);
+    return rowsAgainstRowsOfB(o, c, jBegin, jEnd,
+                              [b](int64_t e) { return b[e]; });
+  }
+  if (o.transposeB && o.b.dtype == DType::BF16) {
+    const uint8_t *b = static_cast<const uint8_t *>(o.b.data);
+    return rowsAgainstRowsOfB(o, c, jBegin, jEnd, [b](int64_t e) {
+      uint16_t h; // bf16ToFloat's shift, inlined
+      std::memcpy(&h, b + 2 * e, 2);
+      uint32_t bits = uint32_t(h) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    });
+  }
+  panels(o, c, jBegin, jEnd);
+}
+
+/// All of C, its columns split across up to `threads` threads (whole
+/// panels each) when the product is large enough to pay for starting
+/// them: each element is computed exactly as on one thread.
+void blockedMatmul(const Operands &o, float *c, int threads) {
+  constexpr int64_t kMacsPerThread = int64_t(1) << 22;
+  int64_t panelsOfC = (o.n + kPanel - 1) / kPanel;
+  int64_t t = std::min<int64_t>(
+      {threads, panelsOfC,
+       std::max<int64_t>(1, o.m * o.n * o.k / kMacsPerThread)});
+  auto range = [&](int64_t i) {
+    return std::min(o.n, panelsOfC * i / t * kPanel);
+  };
+  if (t <= 1 || !runOnThreads(
+                    size_t(t),
+                    [&](size_t i) {
+                      blockedColumns(o, c, range(int64_t(i)),
+                                     range(int64_t(i) + 1));
+                    },
+                    "matmul threads"))
+    blockedColumns(o, c, 0, o.n);
 }
 
 template <typename Kernel>
@@ -143,13 +213,15 @@ Expected<FTensor> batchedMatmul(const FView &a, const FView &b, bool transposeA,
 } // namespace
 
 Expected<FTensor> cpu::matmul(const FView &a, const FView &b, bool transposeA,
-                              bool transposeB) {
-  return batchedMatmul(a, b, transposeA, transposeB, blockedMatmul);
+                              bool transposeB, int threads) {
+  return batchedMatmul(
+      a, b, transposeA, transposeB,
+      [threads](const Operands &o, float *c) { blockedMatmul(o, c, threads); });
 }
 
 Expected<FTensor> cpu::matmul(const FTensor &a, const FTensor &b,
-                              bool transposeA, bool transposeB) {
-  return matmul(a.view(), b.view(), transposeA, transposeB);
+                              bool transposeA, bool transposeB, int threads) {
+  return matmul(a.view(), b.view(), transposeA, transposeB, threads);
 }
 
 Expected<FTensor> cpu::matmulReference(const FView &a, const FView &b,

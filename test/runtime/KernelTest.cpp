@@ -128,6 +128,35 @@ TEST(MatmulKernel, BlockedIsTheReferenceBitForBit) {
   EXPECT_EQ(cases, 4 * 4 * 3 * 8);
 }
 
+// Large enough to be split across threads (by columns): each element is
+// still computed as on one thread, for the row-block and the single-row
+// paths, f32 and bf16 B, ragged column counts.
+TEST(MatmulKernel, ThreadsSplitColumnsBitForBit) {
+  for (int64_t m : {1, 5})
+    for (DType dt : {DType::F32, DType::BF16}) {
+      int64_t n = 4100, k = 2048;
+      std::vector<float> av(size_t(m * k)), bv(size_t(n * k));
+      for (size_t i = 0; i < av.size(); ++i)
+        av[i] = float(int64_t(i * 7919 % 2003) - 1001) * 1e-3f;
+      for (size_t i = 0; i < bv.size(); ++i)
+        bv[i] = float(int64_t(i * 104729 % 1999) - 999) * 1e-3f;
+      HostTensor b = HostTensor::fromFloats(dt, {n, k}, bv);
+      FView a{{m, k}, av.data(), DType::F32};
+      FView bView{b.shape, b.bytes.data(), dt};
+      auto one = matmul(a, bView, false, true, 1);
+      auto three = matmul(a, bView, false, true, 3);
+      ASSERT_TRUE(one && three);
+      ASSERT_EQ(0, std::memcmp(one->data.data(), three->data.data(),
+                               one->data.size() * 4))
+          << "m " << m << " " << dtypeName(dt);
+      auto want = matmulReference(a, bView, false, true);
+      ASSERT_TRUE(want);
+      ASSERT_EQ(0, std::memcmp(one->data.data(), want->data.data(),
+                               one->data.size() * 4))
+          << "m " << m << " " << dtypeName(dt);
+    }
+}
+
 TEST(MatmulKernel, RejectsContractionMismatch) {
   auto c = matmul(FTensor{{2, 3}, std::vector<float>(6)},
                   FTensor{{2, 2}, std::vector<float>(4)}, false, false);
