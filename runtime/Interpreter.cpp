@@ -1113,14 +1113,17 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
       const plan::Parameter &param = *p.parameters()->Get(i);
       const ParameterPacking::Place &place = in->packing_.places[i];
       if (!syntheticWeights) {
-        HostTensor zero;
-        zero.dtype = param.dtype();
-        zero.shape = parameterShapes(param).local;
-        if (place.pack < 0) // a pack's pieces live (zeroed) in the pack
-          zero = HostTensor(zero.dtype, zero.shape);
-        in->params_.push_back(std::move(zero));
+        // Unset until setParameter: no bytes (a pack's pieces live, zeroed,
+        // in the pack), so that a checkpoint's values are the only copy.
+        HostTensor unset;
+        unset.dtype = param.dtype();
+        unset.shape = parameterShapes(param).local;
+        in->params_.push_back(std::move(unset));
+        in->unset_.push_back(true);
+        ++in->unsetCount_;
         continue;
       }
+      in->unset_.push_back(false);
       auto value = initialParameterValue(p, param, rank, seed);
       if (!value)
         return value.status();
@@ -1191,6 +1194,10 @@ Status Interpreter::setParameter(std::string_view name, HostTensor local) {
   } else if (bytes) { // in place: the pack reads the new values
     std::memcpy(parameterData(int(*slot)), local.bytes.data(), bytes);
   }
+  if (unset_[*slot]) {
+    unset_[*slot] = false;
+    --unsetCount_;
+  }
   return Status::ok();
 }
 
@@ -1199,6 +1206,15 @@ Expected<TensorMap> Interpreter::runImpl(std::string_view function,
   int fi = plan_.functionIndex(function);
   if (fi < 0)
     return errorf("plan has no function '", function, "'");
+  if (unsetCount_ > 0) {
+    size_t first =
+        size_t(std::find(unset_.begin(), unset_.end(), true) - unset_.begin());
+    return errorf(
+        unsetCount_, " parameter(s) never set, the first '",
+        plan_.root().parameters()->Get(unsigned(first))->name()->str(),
+        "' (a runner without synthetic weights runs once every "
+        "parameter is set)");
+  }
   const plan::Function &f = *plan_.root().functions()->Get(unsigned(fi));
   std::vector<uint8_t> &arena = arenas_[fi];
   arena.resize(size_t(f.arena_size()));

@@ -64,9 +64,9 @@ constexpr int kMaxCpuRanks = 1024;
 struct RunnerOptions {
   /// Seed of the generated weights.
   uint64_t seed = 0;
-  /// false: parameters start at zero, for a caller that sets every one
+  /// false: parameters start unset, for a caller that sets every one
   /// itself (a checkpoint; generating weights it then replaced doubled a
-  /// checkpoint run's set-up).
+  /// checkpoint run's set-up); a step before then is an error.
   bool syntheticWeights = true;
   /// How long a rank waits in one collective for the others before the
   /// step fails (a mismatched or hung schedule).
@@ -112,8 +112,9 @@ Status checkHostResources(const plan::Plan &plan, const RunnerOptions &options);
 class Interpreter {
 public:
   /// Builds rank `rank`'s interpreter: its parameter slices (generated
-  /// from `seed`; zero without `syntheticWeights`, for a caller that sets
-  /// every one) and zeroed state slots.
+  /// from `seed`; without `syntheticWeights`, unset until setParameter,
+  /// for a caller that sets every one: a step before that is an error) and
+  /// zeroed state slots.
   static Expected<std::unique_ptr<Interpreter>>
   create(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed = 0,
          bool syntheticWeights = true);
@@ -161,6 +162,9 @@ private:
   LoadedPlan plan_;
   int rank_;
   int matmulThreads_ = 1;
+  /// Per parameter: not yet set (created without synthetic weights).
+  std::vector<bool> unset_;
+  size_t unsetCount_ = 0;
   Communicator &comm_;
   bool testStuck_ = false;
   /// Where parameter `index`'s local slice lives: its own tensor, or its
