@@ -20,6 +20,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace braid;
 using namespace braid::config;
@@ -242,6 +243,23 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   return readSlidingWindows(f, c);
 }
 
+/// transformers' GELU activations (ACT2FN): whether `name` is the tanh
+/// approximation (true), the exact erf GELU (false), or another function
+/// (nullopt). gelu_new, gelu_pytorch_tanh, gelu_fast and gelu_accurate are
+/// all 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with
+/// different roundings.
+static std::optional<bool> geluIsTanh(llvm::StringRef name) {
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
+      name == "gelu_fast" || name == "gelu_accurate")
+    return true;
+  if (name == "gelu")
+    return false;
+  return std::nullopt;
+}
+static constexpr const char *kGeluNames =
+    "gelu (erf), or gelu_new, gelu_pytorch_tanh, gelu_fast or gelu_accurate "
+    "(tanh)";
+
 static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Gpt2;
   BRAID_ASSIGN(c.hiddenSize, f.integer("n_embd", limits::kMaxHiddenSize));
@@ -255,13 +273,11 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", 1e-5));
   std::string act;
   BRAID_ASSIGN(act, f.stringOr("activation_function", "gelu_new"));
-  if (act == "gelu_new" || act == "gelu_pytorch_tanh")
-    c.geluTanh = true;
-  else if (act == "gelu")
-    c.geluTanh = false;
+  if (std::optional<bool> tanh = geluIsTanh(act))
+    c.geluTanh = *tanh;
   else
-    return f.error("field 'activation_function' is '" + act +
-                   "'; expected gelu_new, gelu_pytorch_tanh or gelu");
+    return f.error("field 'activation_function' is '" + act + "'; expected " +
+                   kGeluNames);
   // Braid builds GPT-2's LM head as the token embedding (as GPT2LMHeadModel
   // ties them by default).
   bool tied;
@@ -314,13 +330,11 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   c.qkvBias = c.outputBias = bias;
   std::string act;
   BRAID_ASSIGN(act, f.stringOr("hidden_act", "gelu"));
-  if (act == "gelu")
-    c.geluTanh = false;
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh")
-    c.geluTanh = true;
+  if (std::optional<bool> tanh = geluIsTanh(act))
+    c.geluTanh = *tanh;
   else
-    return f.error("field 'hidden_act' is '" + act +
-                   "'; expected gelu, gelu_new or gelu_pytorch_tanh");
+    return f.error("field 'hidden_act' is '" + act + "'; expected " +
+                   kGeluNames);
   if (llvm::Error e = headDimFromHidden(f, c, ""))
     return e;
   // transformers 4 named RoPE's base and fraction rotary_emb_base and
