@@ -442,10 +442,17 @@ Value FunctionBuilder::llamaLayer(Value x, int64_t i) {
   hdn = rmsNorm(x, param(p + "post_attention_layernorm.weight", {h}));
   int64_t inter = c.intermediateSize;
   Value g = linear(hdn, param(p + "mlp.gate_proj.weight", {inter, h}, 0));
+  if (c.mlpBias) // column-parallel: each rank its slice of the bias
+    g = add(g, param(p + "mlp.gate_proj.bias", {inter}, 0));
   Value u = linear(hdn, param(p + "mlp.up_proj.weight", {inter, h}, 0));
+  if (c.mlpBias)
+    u = add(u, param(p + "mlp.up_proj.bias", {inter}, 0));
   Value gu = mul(SiluOp::create(b, loc, g), u);
   Value dn = linear(gu, param(p + "mlp.down_proj.weight", {h, inter}, 1));
-  return add(x, allReduce(dn));
+  dn = allReduce(dn);
+  if (c.mlpBias) // row-parallel: the replicated bias after the reduction
+    dn = add(dn, param(p + "mlp.down_proj.bias", {h}));
+  return add(x, dn);
 }
 
 Value FunctionBuilder::gpt2Layer(Value x, int64_t i) {

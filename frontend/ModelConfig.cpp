@@ -204,10 +204,10 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
     c.qkvBias = c.outputBias = attentionBias;
   }
   c.qkNorm = c.modelType == "qwen3";
+  // LlamaMLP's three Linear layers take mlp_bias (Mistral's and Qwen's
+  // have no bias and no such field).
   if (c.modelType == "llama")
-    if (llvm::Error e = requireFalse(f, "mlp_bias",
-                                     "MLP biases are not supported"))
-      return e;
+    BRAID_ASSIGN(c.mlpBias, f.booleanOr("mlp_bias", false));
   std::string act;
   BRAID_ASSIGN(act, f.stringOr("hidden_act", "silu"));
   if (act != "silu")

@@ -72,6 +72,7 @@ struct ModelConfig {
   bool tieWordEmbeddings = false; // tie_word_embeddings (GPT-2: always)
   bool qkvBias = false;        // qwen2, or attention_bias (llama, qwen3)
   bool outputBias = false;     // o_proj.bias: attention_bias (llama, qwen3)
+  bool mlpBias = false;        // gate/up/down_proj biases: mlp_bias (llama)
   bool qkNorm = false;         // qwen3: per-head RMSNorm of q and k
   bool geluTanh = true;        // activation_function gelu_new (GPT-2)
   /// gpt_neox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
