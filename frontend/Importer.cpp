@@ -646,7 +646,9 @@ void FunctionBuilder::build(StringRef name, int64_t tokens, bool allLogits,
     Value lnfw = param("ln_f.weight", {h});
     Value lnfb = param("ln_f.bias", {h});
     x = layerNorm(x, lnfw, lnfb);
-    head = wte;
+    head = c.tieWordEmbeddings
+               ? wte
+               : param("lm_head.weight", {l.vocab, h}, 0, 0, 1, vocabPad);
   }
   SmallVector<Value> rets{lmHead(x, head)};
   rets.append(cacheResults.begin(), cacheResults.end());

@@ -278,14 +278,9 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   else
     return f.error("field 'activation_function' is '" + act + "'; expected " +
                    kGeluNames);
-  // Braid builds GPT-2's LM head as the token embedding (as GPT2LMHeadModel
-  // ties them by default).
-  bool tied;
-  BRAID_ASSIGN(tied, f.booleanOr("tie_word_embeddings", true));
-  if (!tied)
-    return f.error("field 'tie_word_embeddings' is false; Braid's GPT-2 "
-                   "uses the token embedding as its LM head");
-  c.tieWordEmbeddings = true;
+  // GPT2LMHeadModel ties its LM head to wte by default; untied, it reads
+  // lm_head.weight.
+  BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", true));
   if (c.hiddenSize % c.numHeads != 0)
     return f.error("n_embd " + llvm::Twine(c.hiddenSize) +
                    " is not divisible by n_head " + llvm::Twine(c.numHeads));
