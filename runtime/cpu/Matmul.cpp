@@ -11,7 +11,9 @@
 // one panel at a time), and kRows rows of op(A) run against it at once:
 // op(B) is read from memory once, not once per row, and the inner update
 // is kRows x kPanel independent accumulators the compiler vectorizes
-// without reordering any sum.
+// without reordering any sum. Fewer rows than kRows against B^T (a decode
+// step) read kPanel rows of B in place side by side instead, and a large
+// product's columns are split across threads; neither changes a sum.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Threads.h"
@@ -36,12 +38,12 @@ struct Operands {
   int64_t bOffset; // its first element
   int64_t m, n, k;
   bool transposeA, transposeB;
-  float a_(int64_t i, int64_t kk) const {
+  float aAt(int64_t i, int64_t kk) const {
     return transposeA ? a[kk * m + i] : a[i * k + kk];
   }
 };
 
-// Inlined into blockedMatmul's clones, so that each is compiled for its
+// Inlined into panelsWide's clones, so that each is compiled for its
 // instruction set.
 #define BRAID_INLINE inline __attribute__((always_inline))
 
@@ -72,7 +74,7 @@ BRAID_INLINE void rowsTimesPanel(const Operands &o, const float *panel,
   for (int64_t kk = 0; kk < o.k; ++kk) {
     const float *p = panel + kk * kPanel;
     for (int64_t r = 0; r < Rows; ++r) {
-      float av = o.a_(i0 + r, kk);
+      float av = o.aAt(i0 + r, kk);
       for (int64_t jj = 0; jj < kPanel; ++jj)
         acc[r][jj] += av * p[jj];
     }
@@ -118,13 +120,13 @@ BRAID_INLINE void rowsAgainstRowsOfB(const Operands &o, float *c,
       float acc[kPanel] = {};
       if (width == kPanel) {
         for (int64_t kk = 0; kk < o.k; ++kk) {
-          float av = o.a_(i, kk);
+          float av = o.aAt(i, kk);
           for (int64_t jj = 0; jj < kPanel; ++jj)
             acc[jj] += av * load(base + jj * o.k + kk);
         }
       } else {
         for (int64_t kk = 0; kk < o.k; ++kk) {
-          float av = o.a_(i, kk);
+          float av = o.aAt(i, kk);
           for (int64_t jj = 0; jj < width; ++jj)
             acc[jj] += av * load(base + jj * o.k + kk);
         }
@@ -235,7 +237,7 @@ Expected<FTensor> cpu::matmulReference(const FView &a, const FView &b,
             for (int64_t kk = 0; kk < o.k; ++kk) {
               o.b.read(o.bOffset + (o.transposeB ? j * o.k + kk : kk * o.n + j),
                        1, &bv);
-              acc += o.a_(i, kk) * bv;
+              acc += o.aAt(i, kk) * bv;
             }
             c[i * o.n + j] = acc;
           }
