@@ -59,13 +59,6 @@ std::string braid::rt::formatShape(const Shape &shape) {
   return os.str();
 }
 
-float braid::rt::bf16ToFloat(uint16_t bits) {
-  uint32_t u = uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 uint16_t braid::rt::floatToBf16(float value) {
   uint32_t u;
   std::memcpy(&u, &value, 4);

@@ -5,6 +5,7 @@
 #include "runtime/plan_generated.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,12 @@ const char *dtypeName(DType dtype);
 std::string formatShape(const Shape &shape);
 
 // IEEE half and bfloat16 conversions (round to nearest even on store).
-float bf16ToFloat(uint16_t bits);
+inline float bf16ToFloat(uint16_t bits) { // inline: kernels call it per element
+  uint32_t u = uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 uint16_t floatToBf16(float value);
 float f16ToFloat(uint16_t bits);
 uint16_t floatToF16(float value);

@@ -14,6 +14,7 @@
 
 #include "runtime/Status.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -72,6 +73,26 @@ inline Status runOnThreads(size_t n, const std::function<void(size_t)> &body,
     if (t.joinable())
       t.join();
   return failure;
+}
+
+/// Runs body(begin, end) over [0, count) cut into at most `parts` even
+/// ranges, one thread each, and joins them; on the caller's thread alone,
+/// body(0, count), when one part is asked for or threads cannot be started
+/// (then no thread's body has run). For work whose result does not depend
+/// on the split.
+inline void
+splitAcrossThreads(int64_t count, int64_t parts,
+                   const std::function<void(int64_t, int64_t)> &body,
+                   const char *what) {
+  parts = std::min(parts, count);
+  if (parts <= 1 || !runOnThreads(
+                        size_t(parts),
+                        [&](size_t i) {
+                          body(count * int64_t(i) / parts,
+                               count * int64_t(i + 1) / parts);
+                        },
+                        what))
+    body(0, count);
 }
 
 /// One persistent thread per rank for a runner's steps: a decode step lasts

@@ -36,15 +36,23 @@ float braid::rt::weightValue(uint64_t seed, std::string_view name,
                                  isNormWeight(name));
 }
 
+/// Synthetic element `fullIndex` of parameter `name`: weightValue, with
+/// the name's hash and kind computed once, not per element.
+static auto syntheticValue(uint64_t seed, std::string_view name) {
+  uint64_t hash = weightNameHash(name);
+  bool norm = isNormWeight(name);
+  return [=](int64_t fullIndex) {
+    return weights::weightFromHash(seed, hash, fullIndex, norm);
+  };
+}
+
 std::vector<float> braid::rt::generateFullWeights(uint64_t seed,
                                                   std::string_view name,
                                                   const Shape &fullShape) {
   std::vector<float> out(static_cast<size_t>(numElements(fullShape)));
-  // The name's hash and kind once, not per element (weightValue's).
-  uint64_t hash = weightNameHash(name);
-  bool norm = isNormWeight(name);
+  auto value = syntheticValue(seed, name);
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = weights::weightFromHash(seed, hash, int64_t(i), norm);
+    out[i] = value(int64_t(i));
   return out;
 }
 
@@ -172,39 +180,39 @@ private:
   std::vector<int64_t> column_;
 };
 
-/// Calls fill(firstRow, endRow) over all of `rows`, split across threads
-/// when there are enough elements to pay for them (set-up generates
-/// billions); serially when threads cannot be started.
-void forRowRanges(const RowMap &rows,
-                  const std::function<void(int64_t, int64_t)> &fill) {
+/// Calls store(row, values) with the `rows.width` values of every row:
+/// value(full index), 0 for padding. Rows are split across threads when
+/// there are enough elements to pay for them (set-up generates billions).
+template <typename Value, typename Store>
+void forEachLocalRow(const RowMap &rows, Value value, Store store) {
   constexpr int64_t kElementsPerThread = int64_t(1) << 20;
-  int64_t elements = rows.numRows * rows.width;
   int64_t threads = std::min<int64_t>(
       {int64_t(std::max(1u, std::thread::hardware_concurrency())), 16,
-       std::max<int64_t>(1, elements / kElementsPerThread), rows.numRows});
-  if (threads <= 1 || !runOnThreads(
-                          size_t(threads),
-                          [&](size_t t) {
-                            fill(rows.numRows * int64_t(t) / threads,
-                                 rows.numRows * int64_t(t + 1) / threads);
-                          },
-                          "weight generation threads"))
-    fill(0, rows.numRows);
+       rows.numRows * rows.width / kElementsPerThread});
+  splitAcrossThreads(
+      rows.numRows, threads,
+      [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> full(size_t(rows.width));
+        std::vector<float> values(size_t(rows.width));
+        for (int64_t r = begin; r < end; ++r) {
+          rows.row(r, full.data());
+          for (int64_t c = 0; c < rows.width; ++c)
+            values[size_t(c)] =
+                full[size_t(c)] < 0 ? 0.0f : value(full[size_t(c)]);
+          store(r, values.data());
+        }
+      },
+      "weight generation threads");
 }
 
-/// `out` (rows.numRows x rows.width elements) from the full index of each:
-/// value(full index), 0 for padding.
+/// The local slice of `rows` as f32.
 template <typename Value>
-void fillLocal(const RowMap &rows, Value value, float *out) {
-  forRowRanges(rows, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> full(size_t(rows.width));
-    for (int64_t r = begin; r < end; ++r) {
-      rows.row(r, full.data());
-      float *o = out + r * rows.width;
-      for (int64_t c = 0; c < rows.width; ++c)
-        o[c] = full[size_t(c)] < 0 ? 0.0f : value(full[size_t(c)]);
-    }
+std::vector<float> localValues(const RowMap &rows, Value value) {
+  std::vector<float> out(size_t(rows.numRows * rows.width));
+  forEachLocalRow(rows, value, [&](int64_t r, const float *values) {
+    std::copy_n(values, size_t(rows.width), out.data() + r * rows.width);
   });
+  return out;
 }
 
 } // namespace
@@ -218,10 +226,7 @@ braid::rt::sliceForRank(const std::vector<float> &full, const Shape &fullShape,
   auto rows = RowMap::create(fullShape, paddedShape, spec);
   if (!rows)
     return rows.status();
-  std::vector<float> out(size_t(rows->numRows * rows->width));
-  fillLocal(
-      *rows, [&](int64_t f) { return full[size_t(f)]; }, out.data());
-  return out;
+  return localValues(*rows, [&](int64_t f) { return full[size_t(f)]; });
 }
 
 Expected<std::vector<float>> braid::rt::generateLocalWeights(
@@ -230,15 +235,7 @@ Expected<std::vector<float>> braid::rt::generateLocalWeights(
   auto rows = RowMap::create(fullShape, paddedShape, spec);
   if (!rows)
     return rows.status();
-  // The name's hash and kind once, not per element (weightValue's).
-  uint64_t hash = weightNameHash(name);
-  bool norm = isNormWeight(name);
-  std::vector<float> out(size_t(rows->numRows * rows->width));
-  fillLocal(
-      *rows,
-      [&](int64_t f) { return weights::weightFromHash(seed, hash, f, norm); },
-      out.data());
-  return out;
+  return localValues(*rows, syntheticValue(seed, name));
 }
 
 Expected<HostTensor>
@@ -260,23 +257,12 @@ braid::rt::initialParameterValue(const plan::Plan &plan,
   // Straight into the storage dtype a row at a time: no f32 copy of the
   // whole parameter (for bf16 weights, twice their size) on the way.
   HostTensor t(param.dtype(), local);
-  uint64_t hash = weightNameHash(param.name()->string_view());
-  bool norm = isNormWeight(param.name()->string_view());
-  size_t elementSize = dtypeSize(param.dtype());
-  forRowRanges(*rows, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> fullIndex(size_t(rows->width));
-    std::vector<float> values(size_t(rows->width));
-    for (int64_t r = begin; r < end; ++r) {
-      rows->row(r, fullIndex.data());
-      for (int64_t c = 0; c < rows->width; ++c) {
-        int64_t f = fullIndex[size_t(c)];
-        values[size_t(c)] =
-            f < 0 ? 0.0f : weights::weightFromHash(seed, hash, f, norm);
-      }
-      storeFromFloat(param.dtype(), values.data(), rows->width,
-                     t.bytes.data() + size_t(r * rows->width) * elementSize);
-    }
-  });
+  size_t rowBytes = size_t(rows->width) * dtypeSize(param.dtype());
+  forEachLocalRow(*rows, syntheticValue(seed, param.name()->string_view()),
+                  [&](int64_t r, const float *values) {
+                    storeFromFloat(param.dtype(), values, rows->width,
+                                   t.bytes.data() + size_t(r) * rowBytes);
+                  });
   return t;
 }
 

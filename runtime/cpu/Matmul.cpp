@@ -118,7 +118,7 @@ BRAID_INLINE void rowsAgainstRowsOfB(const Operands &o, float *c,
       int64_t width = std::min(kPanel, jEnd - j0);
       int64_t base = o.bOffset + j0 * o.k;
       float acc[kPanel] = {};
-      if (width == kPanel) {
+      if (width == kPanel) { // a constant trip count, kept in registers
         for (int64_t kk = 0; kk < o.k; ++kk) {
           float av = o.aAt(i, kk);
           for (int64_t jj = 0; jj < kPanel; ++jj)
@@ -147,12 +147,9 @@ void blockedColumns(const Operands &o, float *c, int64_t jBegin, int64_t jEnd) {
   if (o.transposeB && o.b.dtype == DType::BF16) {
     const uint8_t *b = static_cast<const uint8_t *>(o.b.data);
     return rowsAgainstRowsOfB(o, c, jBegin, jEnd, [b](int64_t e) {
-      uint16_t h; // bf16ToFloat's shift, inlined
+      uint16_t h;
       std::memcpy(&h, b + 2 * e, 2);
-      uint32_t bits = uint32_t(h) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
+      return bf16ToFloat(h);
     });
   }
   panels(o, c, jBegin, jEnd);
@@ -164,20 +161,14 @@ void blockedColumns(const Operands &o, float *c, int64_t jBegin, int64_t jEnd) {
 void blockedMatmul(const Operands &o, float *c, int threads) {
   constexpr int64_t kMacsPerThread = int64_t(1) << 22;
   int64_t panelsOfC = (o.n + kPanel - 1) / kPanel;
-  int64_t t = std::min<int64_t>(
-      {threads, panelsOfC,
-       std::max<int64_t>(1, o.m * o.n * o.k / kMacsPerThread)});
-  auto range = [&](int64_t i) {
-    return std::min(o.n, panelsOfC * i / t * kPanel);
-  };
-  if (t <= 1 || !runOnThreads(
-                    size_t(t),
-                    [&](size_t i) {
-                      blockedColumns(o, c, range(int64_t(i)),
-                                     range(int64_t(i) + 1));
-                    },
-                    "matmul threads"))
-    blockedColumns(o, c, 0, o.n);
+  splitAcrossThreads(
+      panelsOfC,
+      std::min<int64_t>(threads,
+                        std::max<int64_t>(1, o.m * o.n * o.k / kMacsPerThread)),
+      [&](int64_t begin, int64_t end) {
+        blockedColumns(o, c, begin * kPanel, std::min(o.n, end * kPanel));
+      },
+      "matmul threads");
 }
 
 template <typename Kernel>
