@@ -1,5 +1,4 @@
-//===- MlirFlags.h - MLIR's own braid-opt flags, made to fail cleanly -*- C++
-//-*-===//
+//===- MlirFlags.h - MLIR's flags in braid-opt fail cleanly ----*- C++ -*-===//
 //
 // braid-opt exposes mlir-opt's flags, and a few of them act badly on bad
 // values: --mlir-debug-counter=<malformed> calls report_fatal_error (an
