@@ -23,6 +23,7 @@
 
 using namespace mlir;
 using namespace mlir::braid;
+using ::braid::Activation;
 using ::braid::ImportOptions;
 using ::braid::ModelConfig;
 using ::braid::ModelFamily;
@@ -401,6 +402,19 @@ private:
                                FlatSymbolRefAttr());
   }
 
+  /// The config's MLP activation of `x`.
+  Value activate(Value x) {
+    switch (c.activation) {
+    case Activation::Silu:
+      return SiluOp::create(b, loc, x);
+    case Activation::Gelu:
+      return GeluOp::create(b, loc, x, GeluApproximation::none);
+    case Activation::GeluTanh:
+      return GeluOp::create(b, loc, x, GeluApproximation::tanh);
+    }
+    llvm_unreachable("unknown activation");
+  }
+
   Value llamaLayer(Value x, int64_t i);
   Value gpt2Layer(Value x, int64_t i);
   Value neoxLayer(Value x, int64_t i);
@@ -447,7 +461,7 @@ Value FunctionBuilder::llamaLayer(Value x, int64_t i) {
   Value u = linear(hdn, param(p + "mlp.up_proj.weight", {inter, h}, 0));
   if (c.mlpBias)
     u = add(u, param(p + "mlp.up_proj.bias", {inter}, 0));
-  Value gu = mul(SiluOp::create(b, loc, g), u);
+  Value gu = mul(activate(g), u);
   Value dn = linear(gu, param(p + "mlp.down_proj.weight", {h, inter}, 1));
   dn = allReduce(dn);
   if (c.mlpBias) // row-parallel: the replicated bias after the reduction
@@ -484,9 +498,7 @@ Value FunctionBuilder::gpt2Layer(Value x, int64_t i) {
   hdn = layerNorm(x, ln2w, ln2b);
   Value f = matmul(hdn, param(p + "mlp.c_fc.weight", {h, inter}, 1), false);
   f = add(f, param(p + "mlp.c_fc.bias", {inter}, 0));
-  f = GeluOp::create(b, loc, f,
-                     c.geluTanh ? GeluApproximation::tanh
-                                : GeluApproximation::none);
+  f = activate(f);
   Value dn = matmul(f, param(p + "mlp.c_proj.weight", {inter, h}, 0), false);
   dn = allReduce(dn);
   dn = add(dn, param(p + "mlp.c_proj.bias", {h}));
@@ -523,9 +535,7 @@ Value FunctionBuilder::neoxLayer(Value x, int64_t i) {
     Value n = layerNorm(in, ln2w, ln2b);
     Value f = linear(n, param(p + "mlp.dense_h_to_4h.weight", {inter, h}, 0));
     f = add(f, param(p + "mlp.dense_h_to_4h.bias", {inter}, 0));
-    f = GeluOp::create(b, loc, f,
-                       c.geluTanh ? GeluApproximation::tanh
-                                  : GeluApproximation::none);
+    f = activate(f);
     Value dn = linear(f, param(p + "mlp.dense_4h_to_h.weight", {h, inter}, 1));
     dn = allReduce(dn);
     return add(dn, param(p + "mlp.dense_4h_to_h.bias", {h}));

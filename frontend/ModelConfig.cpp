@@ -188,6 +188,38 @@ static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c,
   return llvm::Error::success();
 }
 
+/// transformers' activations (ACT2FN) that Braid has: silu and its alias
+/// swish; gelu and gelu_python, the exact erf GELU; gelu_new,
+/// gelu_pytorch_tanh, gelu_fast and gelu_accurate, all
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) written with different
+/// roundings. Any other name (relu, quick_gelu, gelu_10, ...) is refused by
+/// the caller, naming the field.
+static std::optional<Activation> activationNamed(llvm::StringRef name) {
+  if (name == "silu" || name == "swish")
+    return Activation::Silu;
+  if (name == "gelu" || name == "gelu_python")
+    return Activation::Gelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
+      name == "gelu_fast" || name == "gelu_accurate")
+    return Activation::GeluTanh;
+  return std::nullopt;
+}
+
+/// Reads the activation field `key` (absent: `fallback`) into c.activation.
+static llvm::Error readActivation(const Fields &f, llvm::StringRef key,
+                                  llvm::StringRef fallback, ModelConfig &c) {
+  std::string name;
+  BRAID_ASSIGN(name, f.stringOr(key, fallback.str()));
+  if (std::optional<Activation> act = activationNamed(name)) {
+    c.activation = *act;
+    return llvm::Error::success();
+  }
+  return f.error("field '" + key + "' is '" + name +
+                 "'; expected silu or swish, gelu or gelu_python (erf "
+                 "GELU), or gelu_new, gelu_pytorch_tanh, gelu_fast or "
+                 "gelu_accurate (tanh GELU)");
+}
+
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Llama;
   if (llvm::Error e = readSizes(f, c, /*groupedKv=*/true))
@@ -208,11 +240,8 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   // have no bias and no such field).
   if (c.modelType == "llama")
     BRAID_ASSIGN(c.mlpBias, f.booleanOr("mlp_bias", false));
-  std::string act;
-  BRAID_ASSIGN(act, f.stringOr("hidden_act", "silu"));
-  if (act != "silu")
-    return f.error("field 'hidden_act' is '" + act +
-                   "'; the LLaMA family needs 'silu'");
+  if (llvm::Error e = readActivation(f, "hidden_act", "silu", c))
+    return e;
 
   if (c.numHeads % c.numKvHeads != 0)
     return f.error("num_attention_heads " + llvm::Twine(c.numHeads) +
@@ -243,23 +272,6 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   return readSlidingWindows(f, c);
 }
 
-/// transformers' GELU activations (ACT2FN): whether `name` is the tanh
-/// approximation (true), the exact erf GELU (false), or another function
-/// (nullopt). gelu_new, gelu_pytorch_tanh, gelu_fast and gelu_accurate are
-/// all 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with
-/// different roundings.
-static std::optional<bool> geluIsTanh(llvm::StringRef name) {
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
-      name == "gelu_fast" || name == "gelu_accurate")
-    return true;
-  if (name == "gelu")
-    return false;
-  return std::nullopt;
-}
-static constexpr const char *kGeluNames =
-    "gelu (erf), or gelu_new, gelu_pytorch_tanh, gelu_fast or gelu_accurate "
-    "(tanh)";
-
 static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Gpt2;
   BRAID_ASSIGN(c.hiddenSize, f.integer("n_embd", limits::kMaxHiddenSize));
@@ -271,13 +283,8 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
   BRAID_ASSIGN(c.maxPositions, f.integer("n_positions", limits::kMaxPositions));
   BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", 1e-5));
-  std::string act;
-  BRAID_ASSIGN(act, f.stringOr("activation_function", "gelu_new"));
-  if (std::optional<bool> tanh = geluIsTanh(act))
-    c.geluTanh = *tanh;
-  else
-    return f.error("field 'activation_function' is '" + act + "'; expected " +
-                   kGeluNames);
+  if (llvm::Error e = readActivation(f, "activation_function", "gelu_new", c))
+    return e;
   // GPT2LMHeadModel ties its LM head to wte by default; untied, it reads
   // lm_head.weight.
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", true));
@@ -323,13 +330,8 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(bias, f.booleanOr("attention_bias", true));
   // query_key_value and dense share the flag.
   c.qkvBias = c.outputBias = bias;
-  std::string act;
-  BRAID_ASSIGN(act, f.stringOr("hidden_act", "gelu"));
-  if (std::optional<bool> tanh = geluIsTanh(act))
-    c.geluTanh = *tanh;
-  else
-    return f.error("field 'hidden_act' is '" + act + "'; expected " +
-                   kGeluNames);
+  if (llvm::Error e = readActivation(f, "hidden_act", "gelu", c))
+    return e;
   if (llvm::Error e = headDimFromHidden(f, c, ""))
     return e;
   // transformers 4 named RoPE's base and fraction rotary_emb_base and

@@ -17,6 +17,12 @@ namespace braid {
 /// q/k/v, GELU, optionally parallel attention and MLP residuals).
 enum class ModelFamily { Llama, Gpt2, NeoX };
 
+/// The MLP's activation, as transformers' ACT2FN names resolve: silu (and
+/// its alias swish), the exact erf GELU, or GELU's tanh approximation. The
+/// LLaMA family gates with it (act(gate) * up); GPT-2 and NeoX apply it to
+/// the up projection.
+enum class Activation { Silu, Gelu, GeluTanh };
+
 /// Upper bounds on every config size that multiplies into memory, each far
 /// above any released model (docs/frontend.md lists them with examples).
 /// They keep an import fast (one loop per layer) and every size and count
@@ -74,7 +80,8 @@ struct ModelConfig {
   bool outputBias = false;     // o_proj.bias: attention_bias (llama, qwen3)
   bool mlpBias = false;        // gate/up/down_proj biases: mlp_bias (llama)
   bool qkNorm = false;         // qwen3: per-head RMSNorm of q and k
-  bool geluTanh = true;        // activation_function gelu_new (GPT-2)
+  /// hidden_act (llama family, gpt_neox) | activation_function (gpt2).
+  Activation activation = Activation::Silu;
   /// gpt_neox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
   bool parallelResidual = false;
   /// Keys each layer's queries see, counting their own position; 0: all

@@ -73,7 +73,8 @@ TEST_P(RopeAgainstTransformers, SameFrequenciesAndScaling) {
 INSTANTIATE_TEST_SUITE_P(Golden, RopeAgainstTransformers,
                          ::testing::Values("llama31", "mistral", "qwen25-yarn",
                                            "qwen3", "neox-pythia",
-                                           "neox-serial"));
+                                           "neox-serial", "llama-mlpbias",
+                                           "qwen2-gelu"));
 
 // The scaled tables really differ from the plain ones (else the test above
 // could not tell a scaling that was ignored).

@@ -27,6 +27,7 @@ reference for Braid's prefill + cached decode.
 
 Needs torch, transformers and safetensors (not needed by the tests):
   python3 make_golden.py            # rewrites every *.safetensors here
+  python3 make_golden.py a.json ... # only those configs' files
 """
 import json
 import pathlib
@@ -147,6 +148,12 @@ def rope_table(config_path):
 
 def main():
     configs = sorted(p for p in HERE.glob("*.json") if not p.name.endswith("-rope.json"))
+    if len(sys.argv) > 1:
+        wanted = {pathlib.Path(a).name for a in sys.argv[1:]}
+        unknown = wanted - {p.name for p in configs}
+        if unknown:
+            sys.exit(f"no such config here: {', '.join(sorted(unknown))}")
+        configs = [p for p in configs if p.name in wanted]
     for path in configs:
         table = rope_table(path)
         if table is not None:
