@@ -104,6 +104,22 @@ def Braid_GeluApprox : I32EnumAttr<"GeluApproximation", "GELU formulation", [
   let cppNamespace = "::mlir::braid";
 }
 
+// transformers' ACT2FN functions other than SiLU and GELU (their own ops),
+// named as ACT2FN names them.
+def Braid_ActivationKind : I32EnumAttr<"ActivationKind",
+    "elementwise activation function", [
+    I32EnumAttrCase<"relu", 0>,
+    I32EnumAttrCase<"relu2", 1>,
+    I32EnumAttrCase<"relu6", 2>,
+    I32EnumAttrCase<"leaky_relu", 3>,
+    I32EnumAttrCase<"quick_gelu", 4>,
+    I32EnumAttrCase<"sigmoid", 5>,
+    I32EnumAttrCase<"tanh", 6>,
+    I32EnumAttrCase<"mish", 7>,
+    I32EnumAttrCase<"hardswish", 8>]> {
+  let cppNamespace = "::mlir::braid";
+}
+
 //===----------------------------------------------------------------------===//
 // Traits and op base classes
 //===----------------------------------------------------------------------===//

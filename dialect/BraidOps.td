@@ -394,6 +394,36 @@ def Braid_GeluOp : Braid_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$approximation $input attr-dict `:` type($result)";
 }
 
+def Braid_ActivationOp : Braid_Op<"activation",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "An elementwise activation other than SiLU and GELU";
+  let description = [{
+    `kind` names the function as transformers' `ACT2FN` does, computed in
+    f32 and rounded once to the storage type:
+
+    | kind | y |
+    |---|---|
+    | `relu` | max(x, 0) |
+    | `relu2` | max(x, 0)^2 |
+    | `relu6` | min(max(x, 0), 6) |
+    | `leaky_relu` | x if x >= 0, else 0.01 x (PyTorch's default slope) |
+    | `quick_gelu` | x sigmoid(1.702 x) |
+    | `sigmoid` | 1 / (1 + exp(-x)) |
+    | `tanh` | tanh(x) |
+    | `mish` | x tanh(softplus(x)), softplus(x) = log(1 + exp(x)) |
+    | `hardswish` | x min(max(x + 3, 0), 6) / 6 |
+
+    SiLU and GELU are `braid.silu` and `braid.gelu`.
+
+    ```mlir
+    %y = braid.activation relu %x : tensor<1x8x3072xf32>
+    ```
+  }];
+  let arguments = (ins Braid_FloatTensor:$input, Braid_ActivationKind:$kind);
+  let results = (outs Braid_FloatTensor:$result);
+  let assemblyFormat = "$kind $input attr-dict `:` type($result)";
+}
+
 def Braid_EmbeddingOp : Braid_Op<"embedding", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Table lookup, optionally over a vocabulary shard";

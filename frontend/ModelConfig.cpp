@@ -14,6 +14,7 @@
 #include "frontend/input/InputFile.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -188,21 +189,30 @@ static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c,
   return llvm::Error::success();
 }
 
-/// transformers' activations (ACT2FN) that Braid has: silu and its alias
-/// swish; gelu and gelu_python, the exact erf GELU; gelu_new,
-/// gelu_pytorch_tanh, gelu_fast and gelu_accurate, all
-/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) written with different
-/// roundings. Any other name (relu, quick_gelu, gelu_10, ...) is refused by
-/// the caller, naming the field.
+/// transformers' activations (ACT2FN) that Braid has, by name: every one
+/// but gelu_10, laplace and sqrtsoftplus (not elementwise ops Braid has)
+/// and prelu and xielu (which carry learned parameters). gelu_new,
+/// gelu_pytorch_tanh, gelu_python_tanh, gelu_fast and gelu_accurate are all
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with different
+/// roundings; gelu and gelu_python the erf GELU.
 static std::optional<Activation> activationNamed(llvm::StringRef name) {
-  if (name == "silu" || name == "swish")
-    return Activation::Silu;
-  if (name == "gelu" || name == "gelu_python")
-    return Activation::Gelu;
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
-      name == "gelu_fast" || name == "gelu_accurate")
-    return Activation::GeluTanh;
-  return std::nullopt;
+  return llvm::StringSwitch<std::optional<Activation>>(name)
+      .Cases({"silu", "swish"}, Activation::Silu)
+      .Cases({"gelu", "gelu_python"}, Activation::Gelu)
+      .Cases({"gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast",
+              "gelu_accurate"},
+             Activation::GeluTanh)
+      .Case("relu", Activation::Relu)
+      .Case("relu2", Activation::Relu2)
+      .Case("relu6", Activation::Relu6)
+      .Case("leaky_relu", Activation::LeakyRelu)
+      .Case("quick_gelu", Activation::QuickGelu)
+      .Case("sigmoid", Activation::Sigmoid)
+      .Case("tanh", Activation::Tanh)
+      .Case("mish", Activation::Mish)
+      .Case("hardswish", Activation::Hardswish)
+      .Case("linear", Activation::Identity)
+      .Default(std::nullopt);
 }
 
 /// Reads the activation field `key` (absent: `fallback`) into c.activation.
@@ -215,9 +225,10 @@ static llvm::Error readActivation(const Fields &f, llvm::StringRef key,
     return llvm::Error::success();
   }
   return f.error("field '" + key + "' is '" + name +
-                 "'; expected silu or swish, gelu or gelu_python (erf "
-                 "GELU), or gelu_new, gelu_pytorch_tanh, gelu_fast or "
-                 "gelu_accurate (tanh GELU)");
+                 "'; Braid has transformers' silu, swish, gelu, gelu_python, "
+                 "gelu_new, gelu_pytorch_tanh, gelu_python_tanh, gelu_fast, "
+                 "gelu_accurate, relu, relu2, relu6, leaky_relu, quick_gelu, "
+                 "sigmoid, tanh, mish, hardswish and linear");
 }
 
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {

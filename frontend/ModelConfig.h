@@ -17,11 +17,25 @@ namespace braid {
 /// q/k/v, GELU, optionally parallel attention and MLP residuals).
 enum class ModelFamily { Llama, Gpt2, NeoX };
 
-/// The MLP's activation, as transformers' ACT2FN names resolve: silu (and
-/// its alias swish), the exact erf GELU, or GELU's tanh approximation. The
-/// LLaMA family gates with it (act(gate) * up); GPT-2 and NeoX apply it to
-/// the up projection.
-enum class Activation { Silu, Gelu, GeluTanh };
+/// The MLP's activation, as transformers' ACT2FN names resolve (the
+/// importer's table in ModelConfig.cpp). The LLaMA family gates with it
+/// (act(gate) * up); GPT-2 and NeoX apply it to the up projection.
+/// Identity is ACT2FN's "linear".
+enum class Activation {
+  Silu,
+  Gelu,
+  GeluTanh,
+  Relu,
+  Relu2,
+  Relu6,
+  LeakyRelu,
+  QuickGelu,
+  Sigmoid,
+  Tanh,
+  Mish,
+  Hardswish,
+  Identity
+};
 
 /// Upper bounds on every config size that multiplies into memory, each far
 /// above any released model (docs/frontend.md lists them with examples).

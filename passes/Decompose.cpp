@@ -376,9 +376,9 @@ private:
           return "an all_to_all splitting the tokens whose chunks do not "
                  "split over the group";
       }
-    } else if (!isa<MatmulOp, AddOp, MulOp, SiluOp, GeluOp, SwigluOp, RmsNormOp,
-                    AddRmsNormOp, LayerNormOp, RopeOp, EmbeddingOp, ReshapeOp,
-                    SoftmaxOp, ConcatOp>(op)) {
+    } else if (!isa<MatmulOp, AddOp, MulOp, SiluOp, GeluOp, ActivationOp,
+                    SwigluOp, RmsNormOp, AddRmsNormOp, LayerNormOp, RopeOp,
+                    EmbeddingOp, ReshapeOp, SoftmaxOp, ConcatOp>(op)) {
       return ("a '" + op->getName().getStringRef() + "' over token values")
           .str();
     }

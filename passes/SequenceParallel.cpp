@@ -59,7 +59,8 @@ bool producesReplicated(Operation &op, const llvm::DenseSet<Value> &replicated,
   if (auto emb = dyn_cast<EmbeddingOp>(op); emb && emb.getVocabGroup())
     return false;
   if (!isa<EmbeddingOp, AddOp, MulOp, RmsNormOp, LayerNormOp, SiluOp, GeluOp,
-           SwigluOp, ReshapeOp, SliceOp, ConcatOp, RopeOp, SoftmaxOp>(op))
+           ActivationOp, SwigluOp, ReshapeOp, SliceOp, ConcatOp, RopeOp,
+           SoftmaxOp>(op))
     return false;
   return llvm::all_of(op.getOperands(),
                       [&](Value x) { return replicated.contains(x); });
@@ -287,7 +288,7 @@ private:
       return inRegion(norm.getInput()) &&
              isReplicatedParameter(norm.getWeight()) &&
              isReplicatedParameter(norm.getBias());
-    if (isa<SiluOp, GeluOp>(op))
+    if (isa<SiluOp, GeluOp, ActivationOp>(op))
       return inRegion(op.getOperand(0));
     if (isa<SwigluOp>(op))
       return inRegion(op.getOperand(0)) && inRegion(op.getOperand(1));

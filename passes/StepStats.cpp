@@ -203,10 +203,11 @@ llvm::Expected<StepStats> mlir::braid::computeStepStats(func::FuncOp func) {
         .Case<AttentionOp>([&](auto a) {
           add(st.attentionFlops, attentionFlopCount(a), "attention FLOPs");
         })
-        .Case<AddOp, MulOp, SiluOp, GeluOp, SwigluOp>([&](Operation *o) {
-          add(st.otherFlops, numElements(o->getResult(0).getType()),
-              "other FLOPs");
-        })
+        .Case<AddOp, MulOp, SiluOp, GeluOp, ActivationOp, SwigluOp>(
+            [&](Operation *o) {
+              add(st.otherFlops, numElements(o->getResult(0).getType()),
+                  "other FLOPs");
+            })
         .Case<RmsNormOp, AddRmsNormOp, LayerNormOp, RopeOp, SoftmaxOp>(
             [&](Operation *o) {
               add(st.otherFlops,

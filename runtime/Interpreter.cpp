@@ -429,6 +429,8 @@ Status OpRunner::compute(const plan::Op &op) {
                        op.gelu_approximation() == plan::GeluApproximation::Tanh
                            ? GeluKind::Tanh
                            : GeluKind::Erf));
+  case OpCode::Activation:
+    return storeF(result(0), activation(loadF(operand(0)), op.activation()));
   case OpCode::Embedding: {
     FView table = viewF(operand(1));
     int64_t start = embeddingVocabStart(plan_, op, in_.rank_, table.shape);

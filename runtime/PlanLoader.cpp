@@ -55,6 +55,30 @@ const char *braid::rt::reduceName(plan::ReduceKind kind) {
   return "?";
 }
 
+const char *braid::rt::activationKindName(plan::ActivationKind kind) {
+  switch (kind) {
+  case plan::ActivationKind::Relu:
+    return "relu";
+  case plan::ActivationKind::Relu2:
+    return "relu2";
+  case plan::ActivationKind::Relu6:
+    return "relu6";
+  case plan::ActivationKind::LeakyRelu:
+    return "leaky_relu";
+  case plan::ActivationKind::QuickGelu:
+    return "quick_gelu";
+  case plan::ActivationKind::Sigmoid:
+    return "sigmoid";
+  case plan::ActivationKind::Tanh:
+    return "tanh";
+  case plan::ActivationKind::Mish:
+    return "mish";
+  case plan::ActivationKind::Hardswish:
+    return "hardswish";
+  }
+  return "?";
+}
+
 const char *braid::rt::opcodeName(OpCode op) {
   switch (op) {
 #define CASE(E, S)                                                             \
@@ -71,6 +95,7 @@ const char *braid::rt::opcodeName(OpCode op) {
     CASE(Swiglu, "swiglu")
     CASE(AddRmsNorm, "add_rms_norm")
     CASE(Gelu, "gelu")
+    CASE(Activation, "activation")
     CASE(Embedding, "embedding")
     CASE(Softmax, "softmax")
     CASE(Slice, "slice")
@@ -187,6 +212,7 @@ Arity arityOf(OpCode op) {
     return {3, 1, false, false}; // or 6 -> 3, handled by the caller
   case OpCode::Silu:
   case OpCode::Gelu:
+  case OpCode::Activation:
   case OpCode::Softmax:
   case OpCode::Slice:
   case OpCode::Reshape:
@@ -524,10 +550,24 @@ private:
       if (out(0) != in(0))
         return mismatch(out(0), in(0));
       break;
+    case OpCode::Gelu:
+      if (op.gelu_approximation() != braid::plan::GeluApproximation::None &&
+          op.gelu_approximation() != braid::plan::GeluApproximation::Tanh)
+        return errorf(where, "unknown GELU approximation ",
+                      int(op.gelu_approximation()));
+      if (out(0) != in(0))
+        return mismatch(out(0), in(0));
+      break;
+    case OpCode::Activation:
+      if (op.activation() < braid::plan::ActivationKind::MIN ||
+          op.activation() > braid::plan::ActivationKind::MAX)
+        return errorf(where, "unknown activation kind ", int(op.activation()));
+      if (out(0) != in(0))
+        return mismatch(out(0), in(0));
+      break;
     case OpCode::Add:
     case OpCode::Mul:
     case OpCode::Silu:
-    case OpCode::Gelu:
     case OpCode::Softmax:
     case OpCode::RmsNorm:
     case OpCode::LayerNorm:
@@ -800,6 +840,7 @@ private:
       return needSame("the result", result(0), "the input", operand(0));
     case OpCode::Silu:
     case OpCode::Gelu:
+    case OpCode::Activation:
     case OpCode::Softmax:
       BRAID_RETURN_IF_ERROR(needFloat("the input", operand(0)));
       return needSame("the result", result(0), "the input", operand(0));

@@ -126,6 +126,8 @@ int64_t embeddingVocabStart(const plan::Plan &plan, const plan::Op &op,
 const char *opcodeName(plan::OpCode opcode);
 /// "sum", "max", "min" or "prod": as the IR and --print-plan spell it.
 const char *reduceName(plan::ReduceKind kind);
+/// braid.activation's kind as the IR spells it ("relu", "quick_gelu", ...).
+const char *activationKindName(plan::ActivationKind kind);
 
 /// A function input matched to the tensor it fills.
 struct BoundInput {

@@ -102,6 +102,9 @@ void printAttributes(std::ostream &os, const braid::plan::Op &op) {
                 ? "tanh"
                 : "none");
     break;
+  case OpCode::Activation:
+    add("kind") << activationKindName(op.activation());
+    break;
   case OpCode::Embedding:
     if (op.vocab_group() >= 0)
       add("vocab_group") << op.vocab_group();

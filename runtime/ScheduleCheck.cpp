@@ -255,7 +255,8 @@ int braid::sched::inPlaceTag(std::string_view mnemonic, bool isResult,
       return index == 1 || index == 2 ? int(index) : 0;
     return index == 3 || index == 4 ? int(index) - 2 : 0;
   }
-  for (std::string_view elementwise : {"add", "mul", "silu", "gelu", "swiglu"})
+  for (std::string_view elementwise :
+       {"add", "mul", "silu", "gelu", "activation", "swiglu"})
     if (mnemonic == elementwise)
       return 1;
   return 0;

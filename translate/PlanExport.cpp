@@ -608,6 +608,11 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
                       : plan::GeluApproximation::None;
               return success();
             })
+            .Case([&](ActivationOp m) {
+              o->opcode = plan::OpCode::Activation;
+              o->activation = plan::ActivationKind(int(m.getKind()));
+              return success();
+            })
             .Case([&](EmbeddingOp m) {
               o->opcode = plan::OpCode::Embedding;
               if (auto vg = m.getVocabGroup()) {

@@ -1,7 +1,8 @@
-//===- Elementwise.cpp - add, mul, silu, swiglu, gelu ---------------------===//
+//===- Elementwise.cpp - add, mul, silu, swiglu, gelu, activation ---------===//
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ShapeRules.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace braid::rt;
@@ -63,5 +64,41 @@ FTensor cpu::gelu(const FTensor &x, GeluKind kind) {
       v = 0.5f * v *
           (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
   }
+  return y;
+}
+
+/// One value of each braid.activation kind, in f32 as PyTorch's fp32
+/// kernels compute them (NaN propagates through the ReLUs).
+static float activationOf(float v, braid::plan::ActivationKind kind) {
+  using K = braid::plan::ActivationKind;
+  switch (kind) {
+  case K::Relu:
+    return std::isnan(v) || v > 0.0f ? v : 0.0f;
+  case K::Relu2: {
+    float r = std::isnan(v) || v > 0.0f ? v : 0.0f;
+    return r * r;
+  }
+  case K::Relu6:
+    return std::isnan(v) ? v : std::min(std::max(v, 0.0f), 6.0f);
+  case K::LeakyRelu:
+    return v > 0.0f ? v : v * 0.01f;
+  case K::QuickGelu:
+    return v * (1.0f / (1.0f + std::exp(-(1.702f * v))));
+  case K::Sigmoid:
+    return 1.0f / (1.0f + std::exp(-v));
+  case K::Tanh:
+    return std::tanh(v);
+  case K::Mish:
+    return v * std::tanh(std::log1p(std::exp(v)));
+  case K::Hardswish:
+    return v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+  }
+  return v; // unreachable: the loader refuses other kinds
+}
+
+FTensor cpu::activation(const FTensor &x, braid::plan::ActivationKind kind) {
+  FTensor y = x;
+  for (float &v : y.data)
+    v = activationOf(v, kind);
   return y;
 }

@@ -84,6 +84,8 @@ FTensor silu(const FTensor &x);
 /// arithmetic with one rounding to the storage type instead of two.
 Expected<FTensor> swiglu(const FTensor &gate, const FTensor &up);
 FTensor gelu(const FTensor &x, GeluKind kind);
+/// braid.activation of `kind` (a valid one: the loader checks), in f32.
+FTensor activation(const FTensor &x, plan::ActivationKind kind);
 Expected<FTensor> softmax(const FTensor &x, int64_t dim);
 
 /// `vocabStart` is the first id this table holds (rank * V when the table is

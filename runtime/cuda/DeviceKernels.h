@@ -43,7 +43,21 @@ struct Dims {
   int64_t v[kMaxRank];
 };
 
-enum class Unary : int32_t { Silu = 0, GeluErf = 1, GeluTanh = 2 };
+/// silu, the two GELUs, then braid.activation's kinds in plan order.
+enum class Unary : int32_t {
+  Silu = 0,
+  GeluErf = 1,
+  GeluTanh = 2,
+  Relu = 3,
+  Relu2 = 4,
+  Relu6 = 5,
+  LeakyRelu = 6,
+  QuickGelu = 7,
+  Sigmoid = 8,
+  Tanh = 9,
+  Mish = 10,
+  Hardswish = 11
+};
 
 /// How the rhs of add/mul is indexed from the flat lhs index e.
 enum class Broadcast : int32_t {

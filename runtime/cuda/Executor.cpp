@@ -865,6 +865,8 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
                     ? GeluKind::Tanh
                     : GeluKind::Erf,
                 stream);
+  case OpCode::Activation:
+    return activation(operand(0), result(0), op.activation(), stream);
   case OpCode::Embedding: {
     TensorRef table = operand(1);
     int64_t start = embeddingVocabStart(plan_.root(), op, rank_, table.shape);

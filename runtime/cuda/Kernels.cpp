@@ -168,6 +168,18 @@ Status cuda::silu(const TensorRef &x, const TensorRef &y, cudaStream_t stream) {
   return unary("silu", detail::Unary::Silu, x, y, stream);
 }
 
+Status cuda::activation(const TensorRef &x, const TensorRef &y,
+                        plan::ActivationKind kind, cudaStream_t stream) {
+  if (kind < plan::ActivationKind::MIN || kind > plan::ActivationKind::MAX)
+    return errorf("activation: unknown kind ", int(kind));
+  // Unary lists braid.activation's kinds in plan order after the GELUs.
+  static_assert(int(detail::Unary::Relu) + int(plan::ActivationKind::MAX) ==
+                int(detail::Unary::Hardswish));
+  return unary("activation",
+               detail::Unary(int(detail::Unary::Relu) + int(kind)), x, y,
+               stream);
+}
+
 Status cuda::swiglu(const TensorRef &gate, const TensorRef &up,
                     const TensorRef &y, cudaStream_t stream) {
   if (up.shape != gate.shape)

@@ -127,13 +127,38 @@ __global__ void binaryKernel(bool mul, In lhs, In rhs, Out out, int64_t count,
   }
 }
 
+// The CPU kernels' expressions (runtime/cpu/Elementwise.cpp), in f32; NaN
+// propagates through the ReLUs as in PyTorch.
 template <Unary K> __device__ __forceinline__ float unary(float v) {
-  if (K == Unary::Silu)
+  if constexpr (K == Unary::Silu) {
     return v / (1.0f + expf(-v));
-  if (K == Unary::GeluErf)
+  } else if constexpr (K == Unary::GeluErf) {
     return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-  const float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  } else if constexpr (K == Unary::GeluTanh) {
+    const float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * v *
+           (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  } else if constexpr (K == Unary::Relu) {
+    return isnan(v) || v > 0.0f ? v : 0.0f;
+  } else if constexpr (K == Unary::Relu2) {
+    float r = isnan(v) || v > 0.0f ? v : 0.0f;
+    return r * r;
+  } else if constexpr (K == Unary::Relu6) {
+    return isnan(v) ? v : fminf(fmaxf(v, 0.0f), 6.0f);
+  } else if constexpr (K == Unary::LeakyRelu) {
+    return v > 0.0f ? v : v * 0.01f;
+  } else if constexpr (K == Unary::QuickGelu) {
+    return v * (1.0f / (1.0f + expf(-(1.702f * v))));
+  } else if constexpr (K == Unary::Sigmoid) {
+    return 1.0f / (1.0f + expf(-v));
+  } else if constexpr (K == Unary::Tanh) {
+    return tanhf(v);
+  } else if constexpr (K == Unary::Mish) {
+    return v * tanhf(log1pf(expf(v)));
+  } else {
+    static_assert(K == Unary::Hardswish, "a Unary kind without a formula");
+    return v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+  }
 }
 
 template <Unary K> __global__ void unaryKernel(In x, Out y, int64_t count) {
@@ -963,15 +988,25 @@ cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
     return cudaSuccess;
   const unsigned grid = gridFor(count, kThreads);
   switch (kind) {
-  case Unary::Silu:
-    unaryKernel<Unary::Silu><<<grid, kThreads, 0, stream>>>(x, y, count);
+#define UNARY_CASE(K)                                                          \
+  case Unary::K:                                                               \
+    unaryKernel<Unary::K><<<grid, kThreads, 0, stream>>>(x, y, count);         \
     break;
-  case Unary::GeluErf:
-    unaryKernel<Unary::GeluErf><<<grid, kThreads, 0, stream>>>(x, y, count);
-    break;
-  case Unary::GeluTanh:
-    unaryKernel<Unary::GeluTanh><<<grid, kThreads, 0, stream>>>(x, y, count);
-    break;
+    UNARY_CASE(Silu)
+    UNARY_CASE(GeluErf)
+    UNARY_CASE(GeluTanh)
+    UNARY_CASE(Relu)
+    UNARY_CASE(Relu2)
+    UNARY_CASE(Relu6)
+    UNARY_CASE(LeakyRelu)
+    UNARY_CASE(QuickGelu)
+    UNARY_CASE(Sigmoid)
+    UNARY_CASE(Tanh)
+    UNARY_CASE(Mish)
+    UNARY_CASE(Hardswish)
+#undef UNARY_CASE
+  default:
+    return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -58,6 +58,9 @@ Status swiglu(const TensorRef &gate, const TensorRef &up, const TensorRef &y,
               cudaStream_t stream);
 Status gelu(const TensorRef &x, const TensorRef &y, GeluKind kind,
             cudaStream_t stream);
+/// braid.activation of `kind`; an unknown kind is an error.
+Status activation(const TensorRef &x, const TensorRef &y,
+                  plan::ActivationKind kind, cudaStream_t stream);
 
 // Norms over the last dim; weight and bias are [H].
 Status rmsNorm(const TensorRef &x, const TensorRef &weight, const TensorRef &y,

@@ -1028,3 +1028,19 @@ func.func @matmul_residual_and_gelu(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %r
   %0 = braid.matmul %x, %w residual %r gelu tanh : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @activation_of_an_unknown_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{custom op 'braid.activation' expected string or keyword containing one of the following enum values for attribute 'kind' [relu, relu2, relu6, leaky_relu, quick_gelu, sigmoid, tanh, mish, hardswish]}}
+  %0 = braid.activation gelu_10 %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @activation_of_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error@+1 {{'braid.activation' op operand #0 must be}}
+  %0 = braid.activation relu %x : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}

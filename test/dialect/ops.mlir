@@ -85,6 +85,12 @@ func.func @compute(%x: tensor<2x16x512xbf16>, %w: tensor<128x512xbf16>, %n: tens
   %9 = braid.gelu tanh %8 : tensor<2x16x128xbf16>
   // CHECK: braid.gelu none %{{.*}} : tensor<2x16x128xbf16>
   %10 = braid.gelu none %9 : tensor<2x16x128xbf16>
+  // CHECK: braid.activation relu %{{.*}} : tensor<2x16x128xbf16>
+  %act0 = braid.activation relu %9 : tensor<2x16x128xbf16>
+  // CHECK: braid.activation quick_gelu %{{.*}} : tensor<2x16x128xbf16>
+  %act1 = braid.activation quick_gelu %act0 : tensor<2x16x128xbf16>
+  // CHECK: braid.activation hardswish %{{.*}} : tensor<2x16x128xbf16>
+  %act2 = braid.activation hardswish %act1 : tensor<2x16x128xbf16>
   // CHECK: braid.softmax %{{.*}} dim 2 : tensor<2x16x128xbf16>
   %11 = braid.softmax %10 dim 2 : tensor<2x16x128xbf16>
   // CHECK: braid.slice %{{.*}} offsets [0, 0, 64] sizes [2, 16, 64] : tensor<2x16x128xbf16> -> tensor<2x16x64xbf16>

@@ -24,6 +24,7 @@
 // CPU kernel's messages.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/PlanLoader.h"
 #include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaCheck.h"
@@ -292,6 +293,32 @@ TEST_P(CudaKernels, SiluAndGelu) {
   ASSERT_OK(cu::gelu(dx, y, GeluKind::Tanh, stream()));
   expectClose(download(y), stored(dt, cpu::gelu(asF(x), GeluKind::Tanh)),
               "gelu tanh");
+}
+
+// Every braid.activation kind against the CPU kernel, over the ReLUs'
+// kinks and the exponentials' tails, and in place; an unknown kind is an
+// error, not another function.
+TEST_P(CudaKernels, ActivationKinds) {
+  DType dt = GetParam();
+  HostTensor x = randomTensor(dt, {3, 1031}, -12, 12, 23);
+  cu::TensorRef dx = upload(x);
+  cu::TensorRef y = alloc(dt, x.shape);
+  for (int k = 0; k <= int(braid::plan::ActivationKind::MAX); ++k) {
+    auto kind = braid::plan::ActivationKind(k);
+    ASSERT_OK(cu::activation(dx, y, kind, stream()));
+    expectClose(download(y), stored(dt, cpu::activation(asF(x), kind)),
+                activationKindName(kind));
+  }
+  cu::TensorRef inPlace = upload(x);
+  ASSERT_OK(cu::activation(inPlace, inPlace, braid::plan::ActivationKind::Mish,
+                           stream()));
+  expectClose(
+      download(inPlace),
+      stored(dt, cpu::activation(asF(x), braid::plan::ActivationKind::Mish)),
+      "mish in place");
+  Status unknown =
+      cu::activation(dx, y, braid::plan::ActivationKind(42), stream());
+  EXPECT_EQ(unknown.message(), "activation: unknown kind 42");
 }
 
 // swiglu against the CPU kernel: 16-byte vectors (3 x 1032 elements) and

@@ -13,6 +13,8 @@
 #include <cmath>
 
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 using namespace braid::rt;
 using namespace braid::rt::cpu;
@@ -185,6 +187,32 @@ TEST(ElementwiseKernel, SiluAndGelu) {
              {0.8413447f, -0.1586553f, 0.3457312f});
   expectNear(gelu(g, GeluKind::Tanh).data,
              {0.8411920f, -0.1588080f, 0.3457140f});
+}
+
+// braid.activation's kinds at values from transformers' ACT2FN in fp32
+// (torch 2.15), and NaN through the ReLUs as PyTorch passes it.
+TEST(ElementwiseKernel, ActivationKindsMatchTransformers) {
+  using K = braid::plan::ActivationKind;
+  FTensor x{{4}, {1.0f, -2.0f, 0.5f, 7.0f}};
+  const std::pair<K, std::vector<float>> cases[] = {
+      {K::Relu, {1.0f, 0.0f, 0.5f, 7.0f}},
+      {K::Relu2, {1.0f, 0.0f, 0.25f, 49.0f}},
+      {K::Relu6, {1.0f, 0.0f, 0.5f, 6.0f}},
+      {K::LeakyRelu, {1.0f, -0.02f, 0.5f, 7.0f}},
+      {K::QuickGelu, {0.8457958f, -0.06434137f, 0.3503884f, 6.999953f}},
+      {K::Sigmoid, {0.7310586f, 0.1192029f, 0.6224594f, 0.999089f}},
+      {K::Tanh, {0.7615942f, -0.9640276f, 0.4621172f, 0.9999983f}},
+      {K::Mish, {0.8650984f, -0.2525015f, 0.3752452f, 6.999989f}},
+      {K::Hardswish, {0.6666667f, -0.3333333f, 0.2916667f, 7.0f}},
+  };
+  static_assert(std::size(cases) == size_t(K::MAX) + 1, "a kind untested");
+  for (const auto &[kind, want] : cases) {
+    SCOPED_TRACE(int(kind));
+    expectNear(activation(x, kind).data, want);
+  }
+  FTensor nan{{1}, {std::nanf("")}};
+  for (K kind : {K::Relu, K::Relu2, K::Relu6})
+    EXPECT_TRUE(std::isnan(activation(nan, kind).data[0])) << int(kind);
 }
 
 // swiglu is the pair silu, mul, bit for bit in f32 (one expression, the

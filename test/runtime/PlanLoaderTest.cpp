@@ -393,6 +393,36 @@ TEST(PlanLoader, RejectsMatmulEpiloguesThatDoNotFit) {
   EXPECT_CONTAINS(loadError(approx), "unknown GELU approximation 7");
 }
 
+// A kind or approximation past the enum would run as some other function
+// (the runtimes switch on it): refused, naming the value.
+TEST(PlanLoader, RejectsUnknownActivationKindsAndGeluApproximations) {
+  auto build = [](OpCode code, int value) {
+    PlanBuilder pb(1);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8});
+    int y = f.tensor({2, 8});
+    plan::OpT &op = f.op(code, {x}, {y});
+    if (code == OpCode::Gelu)
+      op.gelu_approximation = plan::GeluApproximation(value);
+    else
+      op.activation = plan::ActivationKind(value);
+    f.output("y", y);
+    return pb;
+  };
+  for (int kind = 0; kind <= int(plan::ActivationKind::MAX); ++kind) {
+    PlanBuilder good = build(OpCode::Activation, kind);
+    EXPECT_TRUE(loadPlan(good.finish())) << kind;
+  }
+  PlanBuilder past = build(OpCode::Activation, 9);
+  EXPECT_CONTAINS(loadError(past), "unknown activation kind 9");
+  PlanBuilder negative = build(OpCode::Activation, -3);
+  EXPECT_CONTAINS(loadError(negative), "unknown activation kind -3");
+  PlanBuilder tanh = build(OpCode::Gelu, 1);
+  EXPECT_TRUE(loadPlan(tanh.finish()));
+  PlanBuilder gelu = build(OpCode::Gelu, 5);
+  EXPECT_CONTAINS(loadError(gelu), "unknown GELU approximation 5");
+}
+
 TEST(PlanLoader, RejectsMatmulResidualsThatDoNotFit) {
   // a [2, 8] x b [8, 4] + r, r the last operand.
   auto build = [](Shape residual, DType type, bool gelu, bool operand) {
