@@ -253,6 +253,29 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
     BRAID_ASSIGN(c.mlpBias, f.booleanOr("mlp_bias", false));
   if (llvm::Error e = readActivation(f, "hidden_act", "silu", c))
     return e;
+  // Fields other projects' configs carry that transformers' models of these
+  // types never read. use_mrope is Qwen2-VL's multimodal RoPE switch, kept
+  // (false) in text-only Qwen2 configs such as DeepSeek-R1-Distill-Qwen's.
+  // is_llama_config and rope_interleaved are nanotron's (SmolLM2):
+  // transformers rotates the two halves of each head whatever
+  // rope_interleaved says, so a true one means weights laid out for another
+  // RoPE.
+  if (c.modelType == "qwen2" || c.modelType == "qwen3") {
+    bool mrope;
+    BRAID_ASSIGN(mrope, f.booleanOr("use_mrope", false));
+    (void)mrope;
+  }
+  if (c.modelType == "llama") {
+    bool isLlama;
+    BRAID_ASSIGN(isLlama, f.booleanOr("is_llama_config", true));
+    (void)isLlama;
+    if (llvm::Error e = requireFalse(
+            f, "rope_interleaved",
+            "transformers' LLaMA rotates the two halves of each head "
+            "(rotate_half), so interleaved-RoPE weights need their q_proj "
+            "and k_proj rows permuted first"))
+      return e;
+  }
 
   if (c.numHeads % c.numKvHeads != 0)
     return f.error("num_attention_heads " + llvm::Twine(c.numHeads) +
