@@ -38,36 +38,96 @@ using llvm::StringRef;
 static const llvm::StringSet<> &harmlessFields() {
   static const llvm::StringSet<> fields = {
       // Bookkeeping.
-      "architectures", "transformers_version", "model_type", "dtype",
-      "torch_dtype", "tokenizer_class", "return_dict", "use_return_dict", "output_hidden_states",
-      "output_attentions", "output_scores", "torchscript", "use_cache",
-      "chunk_size_feed_forward", "id2label", "label2id", "problem_type",
-      "finetuning_task", "prefix", "task_specific_params",
-      "tie_encoder_decoder", "cross_attention_hidden_size",
+      "architectures",
+      "transformers_version",
+      "model_type",
+      "dtype",
+      "torch_dtype",
+      "tokenizer_class",
+      "return_dict",
+      "use_return_dict",
+      "output_hidden_states",
+      "output_attentions",
+      "output_scores",
+      "torchscript",
+      "use_cache",
+      "chunk_size_feed_forward",
+      "id2label",
+      "label2id",
+      "problem_type",
+      "finetuning_task",
+      "prefix",
+      "task_specific_params",
+      "tie_encoder_decoder",
+      "cross_attention_hidden_size",
       // Special token ids: the tokenizer's business.
-      "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
+      "bos_token_id",
+      "eos_token_id",
+      "pad_token_id",
+      "sep_token_id",
       "decoder_start_token_id",
       // Generation defaults (4.x configs carry them): the sampler's business.
-      "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
-      "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
-      "typical_p", "repetition_penalty", "length_penalty",
-      "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
-      "num_return_sequences", "output_scores", "return_dict_in_generate",
-      "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
-      "exponential_decay_length_penalty", "suppress_tokens",
+      "max_length",
+      "min_length",
+      "do_sample",
+      "early_stopping",
+      "num_beams",
+      "num_beam_groups",
+      "diversity_penalty",
+      "temperature",
+      "top_k",
+      "top_p",
+      "typical_p",
+      "repetition_penalty",
+      "length_penalty",
+      "no_repeat_ngram_size",
+      "encoder_no_repeat_ngram_size",
+      "bad_words_ids",
+      "num_return_sequences",
+      "output_scores",
+      "return_dict_in_generate",
+      "forced_bos_token_id",
+      "forced_eos_token_id",
+      "remove_invalid_values",
+      "exponential_decay_length_penalty",
+      "suppress_tokens",
       "begin_suppress_tokens",
       // Training only.
-      "initializer_range", "attention_dropout", "resid_pdrop", "embd_pdrop",
-      "attn_pdrop", "hidden_dropout", "classifier_dropout",
-      "gradient_checkpointing", "is_decoder",
+      "initializer_range",
+      "attention_dropout",
+      "resid_pdrop",
+      "embd_pdrop",
+      "attn_pdrop",
+      "hidden_dropout",
+      "classifier_dropout",
+      "gradient_checkpointing",
+      "is_decoder",
       // transformers 5 LLaMA no longer reads it (it only sliced matmuls).
       "pretraining_tp",
       // GPT-2's sequence-summary head (GPT2DoubleHeadsModel), not the LM.
-      "summary_type", "summary_use_proj", "summary_activation",
-      "summary_proj_to_labels", "summary_first_dropout",
+      "summary_type",
+      "summary_use_proj",
+      "summary_activation",
+      "summary_proj_to_labels",
+      "summary_first_dropout",
       // GPT-2: upcasts eager attention to fp32; Braid's attention computes
       // its scores in fp32 always.
       "reorder_and_upcast_attn",
+      // Fields of other tools that transformers' models of these types never
+      // read: OpenAI GPT's special-token count in GPT-2 configs (gpt2-medium);
+      // BERT-style dropout names in GPT-NeoX ones (gpt-neox-20b); the
+      // pre-release LLaMA conversion's max_sequence_length; transformers.js's
+      // ONNX hints (SmolLM2); Unsloth's mirror markers; the pipeline a
+      // model's card uses (Dolly v2).
+      "n_special",
+      "predict_special_tokens",
+      "attention_probs_dropout_prob",
+      "hidden_dropout_prob",
+      "max_sequence_length",
+      "transformers.js_config",
+      "unsloth_fixed",
+      "unsloth_version",
+      "custom_pipelines",
   };
   return fields;
 }
@@ -87,6 +147,11 @@ static llvm::Error requireFalse(const Fields &f, StringRef key,
 constexpr int64_t kTransformersSlidingWindow = 4096; // mistral, qwen2/3
 constexpr int64_t kTransformersMaxWindowLayers = 28; // qwen2, qwen3
 constexpr int64_t kTransformersQwen3HeadDim = 128;
+// max_position_embeddings (GPT-2's n_positions: kTransformersGpt2Positions).
+constexpr int64_t kTransformersLlamaPositions = 2048; // llama, gpt_neox
+constexpr int64_t kTransformersMistralPositions = 4096 * 32;
+constexpr int64_t kTransformersQwenPositions = 32768; // qwen2, qwen3
+constexpr int64_t kTransformersGpt2Positions = 1024;
 
 /// The sliding window of each layer (0: full attention) of a mistral, qwen2
 /// or qwen3 config, as their transformers models decide it.
@@ -169,8 +234,17 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
   BRAID_ASSIGN(c.intermediateSize,
                f.integer("intermediate_size", limits::kMaxIntermediateSize));
   BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
-  BRAID_ASSIGN(c.maxPositions,
-               f.integer("max_position_embeddings", limits::kMaxPositions));
+  // Absent, transformers' class default (early LLaMA conversions, such as
+  // decapoda's llama-7b-hf, leave it out); null is an error.
+  if (f.present("max_position_embeddings")) {
+    BRAID_ASSIGN(c.maxPositions,
+                 f.integer("max_position_embeddings", limits::kMaxPositions));
+  } else {
+    c.maxPositions = c.modelType == "mistral" ? kTransformersMistralPositions
+                     : c.modelType == "qwen2" || c.modelType == "qwen3"
+                         ? kTransformersQwenPositions
+                         : kTransformersLlamaPositions;
+  }
   return llvm::Error::success();
 }
 
@@ -264,6 +338,10 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
     bool mrope;
     BRAID_ASSIGN(mrope, f.booleanOr("use_mrope", false));
     (void)mrope;
+    // Qwen2.5-1M's dual chunk attention is vLLM's and SGLang's, for inputs
+    // far past 32K tokens; transformers (and Braid) attend in full.
+    if (f.present("dual_chunk_attention_config"))
+      f.markRead("dual_chunk_attention_config");
   }
   if (c.modelType == "llama") {
     bool isLlama;
@@ -315,7 +393,11 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   BRAID_ASSIGN(c.intermediateSize, f.integerOr("n_inner", 4 * c.hiddenSize,
                                                limits::kMaxIntermediateSize));
   BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
-  BRAID_ASSIGN(c.maxPositions, f.integer("n_positions", limits::kMaxPositions));
+  if (f.present("n_positions"))
+    BRAID_ASSIGN(c.maxPositions,
+                 f.integer("n_positions", limits::kMaxPositions));
+  else
+    c.maxPositions = kTransformersGpt2Positions;
   BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", 1e-5));
   if (llvm::Error e = readActivation(f, "activation_function", "gelu_new", c))
     return e;
