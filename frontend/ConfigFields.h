@@ -52,10 +52,18 @@ public:
     return v && v->kind() != llvm::json::Value::Null;
   }
 
+  /// The error for a required field that is absent, or null (which
+  /// transformers would pass on as None).
+  llvm::Error missing(StringRef key) const {
+    const llvm::json::Value *v = obj.get(key);
+    return error(v ? "field '" + name(key) + "' is null; it needs a value"
+                   : "missing field '" + name(key) + "'");
+  }
+
   /// A positive integer field of at most `max`.
   Expected<int64_t> integer(StringRef key, int64_t max) const {
     if (!has(key))
-      return error("missing field '" + name(key) + "'");
+      return missing(key);
     return positiveInt(key, max);
   }
   Expected<int64_t> integerOr(StringRef key, int64_t def, int64_t max) const {
@@ -86,7 +94,7 @@ public:
   }
   Expected<double> number(StringRef key) const {
     if (!has(key))
-      return error("missing field '" + name(key) + "'");
+      return missing(key);
     return positiveNumber(key);
   }
   Expected<double> numberOr(StringRef key, double def) const {

@@ -510,7 +510,7 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
   Fields f(*obj, source);
   ModelConfig c;
   if (!f.has("model_type"))
-    return f.error("missing field 'model_type'");
+    return f.missing("model_type");
   BRAID_ASSIGN(c.modelType, f.stringOr("model_type", ""));
   llvm::Error err = llvm::Error::success();
   if (c.modelType == "llama" || c.modelType == "mistral" ||
