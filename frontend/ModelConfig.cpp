@@ -36,80 +36,37 @@ using llvm::StringRef;
 /// (tf_legacy_loss, use_bfloat16) are read and checked instead, for every
 /// family: checkGenericFields().
 static const llvm::StringSet<> &harmlessFields() {
+  // clang-format off
   static const llvm::StringSet<> fields = {
       // Bookkeeping.
-      "architectures",
-      "transformers_version",
-      "model_type",
-      "dtype",
-      "torch_dtype",
-      "tokenizer_class",
-      "return_dict",
-      "use_return_dict",
-      "output_hidden_states",
-      "output_attentions",
-      "output_scores",
-      "torchscript",
-      "use_cache",
-      "chunk_size_feed_forward",
-      "id2label",
-      "label2id",
-      "problem_type",
-      "finetuning_task",
-      "prefix",
-      "task_specific_params",
-      "tie_encoder_decoder",
+      "architectures", "transformers_version", "model_type", "dtype",
+      "torch_dtype", "tokenizer_class", "return_dict", "use_return_dict",
+      "output_hidden_states", "output_attentions", "output_scores",
+      "torchscript", "use_cache", "chunk_size_feed_forward", "id2label",
+      "label2id", "problem_type", "finetuning_task", "prefix",
+      "task_specific_params", "tie_encoder_decoder",
       "cross_attention_hidden_size",
       // Special token ids: the tokenizer's business.
-      "bos_token_id",
-      "eos_token_id",
-      "pad_token_id",
-      "sep_token_id",
+      "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
       "decoder_start_token_id",
       // Generation defaults (4.x configs carry them): the sampler's business.
-      "max_length",
-      "min_length",
-      "do_sample",
-      "early_stopping",
-      "num_beams",
-      "num_beam_groups",
-      "diversity_penalty",
-      "temperature",
-      "top_k",
-      "top_p",
-      "typical_p",
-      "repetition_penalty",
-      "length_penalty",
-      "no_repeat_ngram_size",
-      "encoder_no_repeat_ngram_size",
-      "bad_words_ids",
-      "num_return_sequences",
-      "output_scores",
-      "return_dict_in_generate",
-      "forced_bos_token_id",
-      "forced_eos_token_id",
-      "remove_invalid_values",
-      "exponential_decay_length_penalty",
-      "suppress_tokens",
+      "max_length", "min_length", "do_sample", "early_stopping", "num_beams",
+      "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+      "typical_p", "repetition_penalty", "length_penalty",
+      "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+      "num_return_sequences", "output_scores", "return_dict_in_generate",
+      "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+      "exponential_decay_length_penalty", "suppress_tokens",
       "begin_suppress_tokens",
       // Training only.
-      "initializer_range",
-      "attention_dropout",
-      "resid_pdrop",
-      "embd_pdrop",
-      "attn_pdrop",
-      "hidden_dropout",
-      "classifier_dropout",
-      "gradient_checkpointing",
-      "is_decoder",
+      "initializer_range", "attention_dropout", "resid_pdrop", "embd_pdrop",
+      "attn_pdrop", "hidden_dropout", "classifier_dropout",
+      "gradient_checkpointing", "is_decoder",
       // transformers 5 LLaMA no longer reads it (it only sliced matmuls).
       "pretraining_tp",
       // GPT-2's sequence-summary head (GPT2DoubleHeadsModel), not the LM.
-      "summary_type",
-      "summary_use_proj",
-      "summary_activation",
-      "summary_proj_to_labels",
-      "summary_first_dropout",
+      "summary_type", "summary_use_proj", "summary_activation",
+      "summary_proj_to_labels", "summary_first_dropout",
       // GPT-2: upcasts eager attention to fp32; Braid's attention computes
       // its scores in fp32 always.
       "reorder_and_upcast_attn",
@@ -119,16 +76,11 @@ static const llvm::StringSet<> &harmlessFields() {
       // pre-release LLaMA conversion's max_sequence_length; transformers.js's
       // ONNX hints (SmolLM2); Unsloth's mirror markers; the pipeline a
       // model's card uses (Dolly v2).
-      "n_special",
-      "predict_special_tokens",
-      "attention_probs_dropout_prob",
-      "hidden_dropout_prob",
-      "max_sequence_length",
-      "transformers.js_config",
-      "unsloth_fixed",
-      "unsloth_version",
-      "custom_pipelines",
+      "n_special", "predict_special_tokens", "attention_probs_dropout_prob",
+      "hidden_dropout_prob", "max_sequence_length", "transformers.js_config",
+      "unsloth_fixed", "unsloth_version", "custom_pipelines",
   };
+  // clang-format on
   return fields;
 }
 
@@ -334,19 +286,17 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   // transformers rotates the two halves of each head whatever
   // rope_interleaved says, so a true one means weights laid out for another
   // RoPE.
+  // The booleans are type-checked, then ignored.
   if (c.modelType == "qwen2" || c.modelType == "qwen3") {
-    bool mrope;
-    BRAID_ASSIGN(mrope, f.booleanOr("use_mrope", false));
-    (void)mrope;
+    if (llvm::Error e = f.booleanOr("use_mrope", false).takeError())
+      return e;
     // Qwen2.5-1M's dual chunk attention is vLLM's and SGLang's, for inputs
     // far past 32K tokens; transformers (and Braid) attend in full.
-    if (f.present("dual_chunk_attention_config"))
-      f.markRead("dual_chunk_attention_config");
+    f.markRead("dual_chunk_attention_config");
   }
   if (c.modelType == "llama") {
-    bool isLlama;
-    BRAID_ASSIGN(isLlama, f.booleanOr("is_llama_config", true));
-    (void)isLlama;
+    if (llvm::Error e = f.booleanOr("is_llama_config", true).takeError())
+      return e;
     if (llvm::Error e = requireFalse(
             f, "rope_interleaved",
             "transformers' LLaMA rotates the two halves of each head "
