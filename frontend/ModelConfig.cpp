@@ -101,47 +101,15 @@ constexpr int64_t kTransformersMaxWindowLayers = 28; // qwen2, qwen3
 constexpr int64_t kTransformersQwen3HeadDim = 128;
 // max_position_embeddings (GPT-2's n_positions: kTransformersGpt2Positions).
 constexpr int64_t kTransformersLlamaPositions = 2048; // llama, gpt_neox
-constexpr int64_t kTransformersMistralPositions = 4096 * 32;
+constexpr int64_t kTransformersMistralPositions = 4096 * 32; // and ministral
 constexpr int64_t kTransformersQwenPositions = 32768; // qwen2, qwen3
 constexpr int64_t kTransformersGpt2Positions = 1024;
 
-/// The sliding window of each layer (0: full attention) of a mistral, qwen2
-/// or qwen3 config, as their transformers models decide it.
-static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
-  c.layerWindow.assign(size_t(c.numLayers), 0);
-  if (c.modelType == "llama")
-    return llvm::Error::success(); // LlamaConfig has no sliding window
-  // Absent, transformers' class default (4096 for mistral, qwen2, qwen3);
-  // null: no window.
-  int64_t window = 0;
-  if (f.has("sliding_window"))
-    BRAID_ASSIGN(window, f.integer("sliding_window", limits::kMaxPositions));
-  else if (!f.present("sliding_window"))
-    window = kTransformersSlidingWindow;
-  if (c.modelType == "mistral") {
-    // Mistral: one window for every layer when set (null: none).
-    std::fill(c.layerWindow.begin(), c.layerWindow.end(), window);
-    return llvm::Error::success();
-  }
-  // Qwen2/Qwen3: the window counts only with use_sliding_window; the layers
-  // from max_window_layers on use it, unless layer_types says per layer.
-  bool use;
-  BRAID_ASSIGN(use, f.booleanOr("use_sliding_window", false));
-  if (!use)
-    window = 0;
-  // Absent: transformers' default, 28; 0: every layer slides.
-  int64_t maxWindowLayers;
-  BRAID_ASSIGN(maxWindowLayers,
-               f.countOr("max_window_layers", kTransformersMaxWindowLayers,
-                         limits::kMaxLayers));
-  std::vector<std::string> types;
-  BRAID_ASSIGN(types, f.stringsOr("layer_types"));
-  if (types.empty()) {
-    for (int64_t i = 0; i < c.numLayers; ++i)
-      if (window && i >= maxWindowLayers)
-        c.layerWindow[size_t(i)] = window;
-    return llvm::Error::success();
-  }
+/// Layer i's window from layer_types[i] (one per layer): `window` for
+/// sliding_attention, which needs one in effect; none for full_attention.
+static llvm::Error applyLayerTypes(const Fields &f, ModelConfig &c,
+                                   const std::vector<std::string> &types,
+                                   int64_t window) {
   if (int64_t(types.size()) != c.numLayers)
     return f.error("field 'layer_types' has " + llvm::Twine(types.size()) +
                    " entries; num_hidden_layers is " +
@@ -162,6 +130,55 @@ static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
   return llvm::Error::success();
 }
 
+/// The sliding window of each layer (0: full attention) of a mistral,
+/// ministral, qwen2 or qwen3 config, as their transformers models decide it.
+static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
+  c.layerWindow.assign(size_t(c.numLayers), 0);
+  if (c.modelType == "llama")
+    return llvm::Error::success(); // LlamaConfig has no sliding window
+  // Absent, transformers' class default (4096 for mistral, ministral, qwen2,
+  // qwen3); null: no window.
+  int64_t window = 0;
+  if (f.has("sliding_window"))
+    BRAID_ASSIGN(window, f.integer("sliding_window", limits::kMaxPositions));
+  else if (!f.present("sliding_window"))
+    window = kTransformersSlidingWindow;
+  if (c.modelType == "mistral") {
+    // Mistral: one window for every layer when set (null: none).
+    std::fill(c.layerWindow.begin(), c.layerWindow.end(), window);
+    return llvm::Error::success();
+  }
+  std::vector<std::string> types;
+  BRAID_ASSIGN(types, f.stringsOr("layer_types"));
+  if (c.modelType == "ministral") {
+    // Ministral: per layer from layer_types; without it, every layer slides
+    // when a window is set.
+    if (types.empty()) {
+      std::fill(c.layerWindow.begin(), c.layerWindow.end(), window);
+      return llvm::Error::success();
+    }
+    return applyLayerTypes(f, c, types, window);
+  }
+  // Qwen2/Qwen3: the window counts only with use_sliding_window; the layers
+  // from max_window_layers on use it, unless layer_types says per layer.
+  bool use;
+  BRAID_ASSIGN(use, f.booleanOr("use_sliding_window", false));
+  if (!use)
+    window = 0;
+  // Absent: transformers' default, 28; 0: every layer slides.
+  int64_t maxWindowLayers;
+  BRAID_ASSIGN(maxWindowLayers,
+               f.countOr("max_window_layers", kTransformersMaxWindowLayers,
+                         limits::kMaxLayers));
+  if (types.empty()) {
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      if (window && i >= maxWindowLayers)
+        c.layerWindow[size_t(i)] = window;
+    return llvm::Error::success();
+  }
+  return applyLayerTypes(f, c, types, window);
+}
+
 /// The sizes LLaMA-style and GPT-NeoX configs name alike; GPT-NeoX has no
 /// num_key_value_heads (`groupedKv` false: one KV head per head).
 static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
@@ -171,11 +188,11 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
   c.numKvHeads = c.numHeads;
   if (groupedKv) {
     // Absent, transformers' class default: 32 for qwen2 and qwen3, 8 for
-    // mistral, the head count for llama; null: the head count.
+    // mistral and ministral, the head count for llama; null: the head count.
     int64_t absent = c.numHeads;
     if (c.modelType == "qwen2" || c.modelType == "qwen3")
       absent = 32;
-    else if (c.modelType == "mistral")
+    else if (c.modelType == "mistral" || c.modelType == "ministral")
       absent = 8;
     BRAID_ASSIGN(
         c.numKvHeads,
@@ -192,7 +209,8 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
     BRAID_ASSIGN(c.maxPositions,
                  f.integer("max_position_embeddings", limits::kMaxPositions));
   } else {
-    c.maxPositions = c.modelType == "mistral" ? kTransformersMistralPositions
+    c.maxPositions = c.modelType == "mistral" || c.modelType == "ministral"
+                         ? kTransformersMistralPositions
                      : c.modelType == "qwen2" || c.modelType == "qwen3"
                          ? kTransformersQwenPositions
                          : kTransformersLlamaPositions;
@@ -464,7 +482,8 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
   BRAID_ASSIGN(c.modelType, f.stringOr("model_type", ""));
   llvm::Error err = llvm::Error::success();
   if (c.modelType == "llama" || c.modelType == "mistral" ||
-      c.modelType == "qwen2" || c.modelType == "qwen3")
+      c.modelType == "ministral" || c.modelType == "qwen2" ||
+      c.modelType == "qwen3")
     err = parseLlama(f, c);
   else if (c.modelType == "gpt2")
     err = parseGpt2(f, c);
@@ -472,8 +491,8 @@ Expected<ModelConfig> braid::parseModelConfig(StringRef json, StringRef source,
     err = parseNeox(f, c);
   else
     return f.error("unsupported model_type '" + c.modelType +
-                   "' (supported: llama, mistral, qwen2, qwen3, gpt2, "
-                   "gpt_neox)");
+                   "' (supported: llama, mistral, ministral, qwen2, qwen3, "
+                   "gpt2, gpt_neox)");
   if (err)
     return std::move(err);
   if (llvm::Error e = checkGenericFields(f))

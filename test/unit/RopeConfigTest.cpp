@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, RopeAgainstTransformers,
                          ::testing::Values("llama31", "mistral", "qwen25-yarn",
                                            "qwen3", "neox-pythia",
                                            "neox-serial", "llama-mlpbias",
-                                           "qwen2-gelu"));
+                                           "qwen2-gelu", "ministral"));
 
 // The scaled tables really differ from the plain ones (else the test above
 // could not tell a scaling that was ignored).
