@@ -198,7 +198,8 @@ TEST(ScheduleCheck, InPlaceTagsPairEachCacheWithItsUpdate) {
   for (unsigned k : {0u, 1u, 2u, 5u})
     EXPECT_EQ(inPlaceTag("attention", false, k), 0) << "operand " << k;
   EXPECT_EQ(inPlaceTag("attention", true, 0), 0);
-  for (const char *op : {"add", "mul", "silu", "gelu", "swiglu"}) {
+  for (const char *op :
+       {"add", "mul", "silu", "gelu", "activation", "swiglu"}) {
     EXPECT_NE(inPlaceTag(op, false, 0), 0) << op;
     EXPECT_EQ(inPlaceTag(op, false, 0), inPlaceTag(op, true, 0)) << op;
   }
