@@ -116,7 +116,10 @@ def Braid_ActivationKind : I32EnumAttr<"ActivationKind",
     I32EnumAttrCase<"sigmoid", 5>,
     I32EnumAttrCase<"tanh", 6>,
     I32EnumAttrCase<"mish", 7>,
-    I32EnumAttrCase<"hardswish", 8>]> {
+    I32EnumAttrCase<"hardswish", 8>,
+    I32EnumAttrCase<"gelu_10", 9>,
+    I32EnumAttrCase<"laplace", 10>,
+    I32EnumAttrCase<"sqrtsoftplus", 11>]> {
   let cppNamespace = "::mlir::braid";
 }
 

@@ -412,6 +412,9 @@ def Braid_ActivationOp : Braid_Op<"activation",
     | `tanh` | tanh(x) |
     | `mish` | x tanh(softplus(x)), softplus(x) = log(1 + exp(x)) |
     | `hardswish` | x min(max(x + 3, 0), 6) / 6 |
+    | `gelu_10` | the erf GELU clipped to [-10, 10] |
+    | `laplace` | (1 + erf((x - 0.707107) / (0.282095 sqrt(2)))) / 2 |
+    | `sqrtsoftplus` | sqrt(softplus(x)), softplus(x) = x past 20 (PyTorch's threshold) |
 
     SiLU and GELU are `braid.silu` and `braid.gelu`.
 

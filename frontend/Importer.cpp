@@ -432,6 +432,12 @@ private:
       return other(ActivationKind::mish);
     case Activation::Hardswish:
       return other(ActivationKind::hardswish);
+    case Activation::Gelu10:
+      return other(ActivationKind::gelu_10);
+    case Activation::Laplace:
+      return other(ActivationKind::laplace);
+    case Activation::SqrtSoftplus:
+      return other(ActivationKind::sqrtsoftplus);
     case Activation::Identity:
       return x;
     }

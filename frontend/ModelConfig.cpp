@@ -255,6 +255,9 @@ static std::optional<Activation> activationNamed(llvm::StringRef name) {
       .Case("tanh", Activation::Tanh)
       .Case("mish", Activation::Mish)
       .Case("hardswish", Activation::Hardswish)
+      .Case("gelu_10", Activation::Gelu10)
+      .Case("laplace", Activation::Laplace)
+      .Case("sqrtsoftplus", Activation::SqrtSoftplus)
       .Case("linear", Activation::Identity)
       .Default(std::nullopt);
 }
@@ -272,7 +275,8 @@ static llvm::Error readActivation(const Fields &f, llvm::StringRef key,
                  "'; Braid has transformers' silu, swish, gelu, gelu_python, "
                  "gelu_new, gelu_pytorch_tanh, gelu_python_tanh, gelu_fast, "
                  "gelu_accurate, relu, relu2, relu6, leaky_relu, quick_gelu, "
-                 "sigmoid, tanh, mish, hardswish and linear");
+                 "sigmoid, tanh, mish, hardswish, gelu_10, laplace, "
+                 "sqrtsoftplus and linear");
 }
 
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {

@@ -34,6 +34,9 @@ enum class Activation {
   Tanh,
   Mish,
   Hardswish,
+  Gelu10,
+  Laplace,
+  SqrtSoftplus,
   Identity
 };
 

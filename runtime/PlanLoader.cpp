@@ -75,6 +75,12 @@ const char *braid::rt::activationKindName(plan::ActivationKind kind) {
     return "mish";
   case plan::ActivationKind::Hardswish:
     return "hardswish";
+  case plan::ActivationKind::Gelu10:
+    return "gelu_10";
+  case plan::ActivationKind::Laplace:
+    return "laplace";
+  case plan::ActivationKind::SqrtSoftplus:
+    return "sqrtsoftplus";
   }
   return "?";
 }

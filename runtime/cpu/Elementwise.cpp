@@ -92,6 +92,14 @@ static float activationOf(float v, braid::plan::ActivationKind kind) {
     return v * std::tanh(std::log1p(std::exp(v)));
   case K::Hardswish:
     return v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+  case K::Gelu10: {
+    float g = 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+    return std::isnan(g) ? g : std::min(std::max(g, -10.0f), 10.0f);
+  }
+  case K::Laplace: // mu 0.707107, sigma 0.282095: (x - mu) / (sigma sqrt 2)
+    return 0.5f * (1.0f + std::erf((v - 0.707107f) / 0.39894257487763823f));
+  case K::SqrtSoftplus: // softplus is x past PyTorch's threshold, 20
+    return std::sqrt(v > 20.0f ? v : std::log1p(std::exp(v)));
   }
   return v; // unreachable: the loader refuses other kinds
 }

@@ -56,7 +56,10 @@ enum class Unary : int32_t {
   Sigmoid = 8,
   Tanh = 9,
   Mish = 10,
-  Hardswish = 11
+  Hardswish = 11,
+  Gelu10 = 12,
+  Laplace = 13,
+  SqrtSoftplus = 14
 };
 
 /// How the rhs of add/mul is indexed from the flat lhs index e.

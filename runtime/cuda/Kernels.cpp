@@ -174,7 +174,7 @@ Status cuda::activation(const TensorRef &x, const TensorRef &y,
     return errorf("activation: unknown kind ", int(kind));
   // Unary lists braid.activation's kinds in plan order after the GELUs.
   static_assert(int(detail::Unary::Relu) + int(plan::ActivationKind::MAX) ==
-                int(detail::Unary::Hardswish));
+                int(detail::Unary::SqrtSoftplus));
   return unary("activation",
                detail::Unary(int(detail::Unary::Relu) + int(kind)), x, y,
                stream);

@@ -155,9 +155,16 @@ template <Unary K> __device__ __forceinline__ float unary(float v) {
     return tanhf(v);
   } else if constexpr (K == Unary::Mish) {
     return v * tanhf(log1pf(expf(v)));
-  } else {
-    static_assert(K == Unary::Hardswish, "a Unary kind without a formula");
+  } else if constexpr (K == Unary::Hardswish) {
     return v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+  } else if constexpr (K == Unary::Gelu10) {
+    float g = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    return isnan(g) ? g : fminf(fmaxf(g, -10.0f), 10.0f);
+  } else if constexpr (K == Unary::Laplace) {
+    return 0.5f * (1.0f + erff((v - 0.707107f) / 0.39894257487763823f));
+  } else {
+    static_assert(K == Unary::SqrtSoftplus, "a Unary kind without a formula");
+    return sqrtf(v > 20.0f ? v : log1pf(expf(v)));
   }
 }
 
@@ -1004,6 +1011,9 @@ cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
     UNARY_CASE(Tanh)
     UNARY_CASE(Mish)
     UNARY_CASE(Hardswish)
+    UNARY_CASE(Gelu10)
+    UNARY_CASE(Laplace)
+    UNARY_CASE(SqrtSoftplus)
 #undef UNARY_CASE
   default:
     return cudaErrorInvalidValue;

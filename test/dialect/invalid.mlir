@@ -1032,8 +1032,8 @@ func.func @matmul_residual_and_gelu(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %r
 // -----
 
 func.func @activation_of_an_unknown_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error@+1 {{custom op 'braid.activation' expected string or keyword containing one of the following enum values for attribute 'kind' [relu, relu2, relu6, leaky_relu, quick_gelu, sigmoid, tanh, mish, hardswish]}}
-  %0 = braid.activation gelu_10 %x : tensor<4xf32>
+  // expected-error@+1 {{custom op 'braid.activation' expected string or keyword containing one of the following enum values for attribute 'kind' [relu, relu2, relu6, leaky_relu, quick_gelu, sigmoid, tanh, mish, hardswish, gelu_10, laplace, sqrtsoftplus]}}
+  %0 = braid.activation prelu %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

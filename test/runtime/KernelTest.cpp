@@ -204,12 +204,19 @@ TEST(ElementwiseKernel, ActivationKindsMatchTransformers) {
       {K::Tanh, {0.7615942f, -0.9640276f, 0.4621172f, 0.9999983f}},
       {K::Mish, {0.8650984f, -0.2525015f, 0.3752452f, 6.999989f}},
       {K::Hardswish, {0.6666667f, -0.3333333f, 0.2916667f, 7.0f}},
+      {K::Gelu10, {0.8413447f, -0.04550028f, 0.3457312f, 7.0f}},
+      {K::Laplace, {0.8504297f, 0.0f, 0.2314211f, 1.0f}},
+      {K::SqrtSoftplus, {1.145976f, 0.3562696f, 0.9869534f, 2.645924f}},
   };
   static_assert(std::size(cases) == size_t(K::MAX) + 1, "a kind untested");
   for (const auto &[kind, want] : cases) {
     SCOPED_TRACE(int(kind));
     expectNear(activation(x, kind).data, want);
   }
+  // Past the clip and PyTorch's softplus threshold (torch: 10 and sqrt(30)).
+  FTensor big{{2}, {12.0f, 30.0f}};
+  expectNear(activation(big, K::Gelu10).data, {10.0f, 10.0f});
+  expectNear(activation(big, K::SqrtSoftplus).data, {3.4641016f, 5.4772258f});
   FTensor nan{{1}, {std::nanf("")}};
   for (K kind : {K::Relu, K::Relu2, K::Relu6})
     EXPECT_TRUE(std::isnan(activation(nan, kind).data[0])) << int(kind);
