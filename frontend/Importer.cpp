@@ -404,9 +404,6 @@ private:
 
   /// The config's MLP activation of `x`.
   Value activate(Value x) {
-    auto other = [&](ActivationKind kind) -> Value {
-      return ActivationOp::create(b, loc, x, kind);
-    };
     switch (c.activation) {
     case Activation::Silu:
       return SiluOp::create(b, loc, x);
@@ -414,32 +411,12 @@ private:
       return GeluOp::create(b, loc, x, GeluApproximation::none);
     case Activation::GeluTanh:
       return GeluOp::create(b, loc, x, GeluApproximation::tanh);
-    case Activation::Relu:
-      return other(ActivationKind::relu);
-    case Activation::Relu2:
-      return other(ActivationKind::relu2);
-    case Activation::Relu6:
-      return other(ActivationKind::relu6);
-    case Activation::LeakyRelu:
-      return other(ActivationKind::leaky_relu);
-    case Activation::QuickGelu:
-      return other(ActivationKind::quick_gelu);
-    case Activation::Sigmoid:
-      return other(ActivationKind::sigmoid);
-    case Activation::Tanh:
-      return other(ActivationKind::tanh);
-    case Activation::Mish:
-      return other(ActivationKind::mish);
-    case Activation::Hardswish:
-      return other(ActivationKind::hardswish);
-    case Activation::Gelu10:
-      return other(ActivationKind::gelu_10);
-    case Activation::Laplace:
-      return other(ActivationKind::laplace);
-    case Activation::SqrtSoftplus:
-      return other(ActivationKind::sqrtsoftplus);
     case Activation::Identity:
       return x;
+    case Activation::Other:
+      // The config reader accepted the name as a kind.
+      return ActivationOp::create(b, loc, x,
+                                  *symbolizeActivationKind(c.activationKind));
     }
     llvm_unreachable("unknown activation");
   }

@@ -13,6 +13,8 @@
 #include "frontend/RopeConfig.h"
 #include "frontend/input/InputFile.h"
 
+#include "dialect/BraidOps.h"
+
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -233,12 +235,12 @@ static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c,
   return llvm::Error::success();
 }
 
-/// transformers' activations (ACT2FN) that Braid has, by name: every one
-/// but gelu_10, laplace and sqrtsoftplus (not elementwise ops Braid has)
-/// and prelu and xielu (which carry learned parameters). gelu_new,
-/// gelu_pytorch_tanh, gelu_python_tanh, gelu_fast and gelu_accurate are all
-/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written with different
-/// roundings; gelu and gelu_python the erf GELU.
+/// transformers' activations (ACT2FN) that Braid has, by name: SiLU and
+/// the GELUs, the identity, and every braid.activation kind (named as
+/// ACT2FN names them); not prelu or xielu, which carry learned parameters.
+/// gelu_new, gelu_pytorch_tanh, gelu_python_tanh, gelu_fast and
+/// gelu_accurate are all 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+/// written with different roundings; gelu and gelu_python the erf GELU.
 static std::optional<Activation> activationNamed(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Activation>>(name)
       .Cases({"silu", "swish"}, Activation::Silu)
@@ -246,37 +248,34 @@ static std::optional<Activation> activationNamed(llvm::StringRef name) {
       .Cases({"gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast",
               "gelu_accurate"},
              Activation::GeluTanh)
-      .Case("relu", Activation::Relu)
-      .Case("relu2", Activation::Relu2)
-      .Case("relu6", Activation::Relu6)
-      .Case("leaky_relu", Activation::LeakyRelu)
-      .Case("quick_gelu", Activation::QuickGelu)
-      .Case("sigmoid", Activation::Sigmoid)
-      .Case("tanh", Activation::Tanh)
-      .Case("mish", Activation::Mish)
-      .Case("hardswish", Activation::Hardswish)
-      .Case("gelu_10", Activation::Gelu10)
-      .Case("laplace", Activation::Laplace)
-      .Case("sqrtsoftplus", Activation::SqrtSoftplus)
       .Case("linear", Activation::Identity)
-      .Default(std::nullopt);
+      .Default(mlir::braid::symbolizeActivationKind(name)
+                   ? std::optional(Activation::Other)
+                   : std::nullopt);
 }
 
-/// Reads the activation field `key` (absent: `fallback`) into c.activation.
+/// Reads the activation field `key` (absent: `fallback`) into c.activation
+/// (and c.activationKind).
 static llvm::Error readActivation(const Fields &f, llvm::StringRef key,
                                   llvm::StringRef fallback, ModelConfig &c) {
   std::string name;
   BRAID_ASSIGN(name, f.stringOr(key, fallback.str()));
   if (std::optional<Activation> act = activationNamed(name)) {
     c.activation = *act;
+    if (*act == Activation::Other)
+      c.activationKind = name;
     return llvm::Error::success();
   }
+  std::string kinds;
+  for (unsigned k = 0; k <= mlir::braid::getMaxEnumValForActivationKind(); ++k)
+    kinds += ", " + mlir::braid::stringifyActivationKind(
+                        mlir::braid::ActivationKind(k))
+                        .str();
   return f.error("field '" + key + "' is '" + name +
                  "'; Braid has transformers' silu, swish, gelu, gelu_python, "
                  "gelu_new, gelu_pytorch_tanh, gelu_python_tanh, gelu_fast, "
-                 "gelu_accurate, relu, relu2, relu6, leaky_relu, quick_gelu, "
-                 "sigmoid, tanh, mish, hardswish, gelu_10, laplace, "
-                 "sqrtsoftplus and linear");
+                 "gelu_accurate" +
+                 kinds + " and linear");
 }
 
 static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {

@@ -17,28 +17,13 @@ namespace braid {
 /// q/k/v, GELU, optionally parallel attention and MLP residuals).
 enum class ModelFamily { Llama, Gpt2, NeoX };
 
-/// The MLP's activation, as transformers' ACT2FN names resolve (the
-/// importer's table in ModelConfig.cpp). The LLaMA family gates with it
-/// (act(gate) * up); GPT-2 and NeoX apply it to the up projection.
-/// Identity is ACT2FN's "linear".
-enum class Activation {
-  Silu,
-  Gelu,
-  GeluTanh,
-  Relu,
-  Relu2,
-  Relu6,
-  LeakyRelu,
-  QuickGelu,
-  Sigmoid,
-  Tanh,
-  Mish,
-  Hardswish,
-  Gelu10,
-  Laplace,
-  SqrtSoftplus,
-  Identity
-};
+/// The MLP's activation, as transformers' ACT2FN names resolve: SiLU and
+/// the two GELUs (braid.silu, braid.gelu), the identity ("linear"), or
+/// Other: braid.activation of the kind ModelConfig::activationKind names
+/// (the dialect's ActivationKind spells each kind as ACT2FN does). The
+/// LLaMA family gates with it (act(gate) * up); GPT-2 and NeoX apply it to
+/// the up projection.
+enum class Activation { Silu, Gelu, GeluTanh, Identity, Other };
 
 /// Upper bounds on every config size that multiplies into memory, each far
 /// above any released model (docs/frontend.md lists them with examples).
@@ -99,6 +84,7 @@ struct ModelConfig {
   bool qkNorm = false;         // qwen3: per-head RMSNorm of q and k
   /// hidden_act (llama family, gpt_neox) | activation_function (gpt2).
   Activation activation = Activation::Silu;
+  std::string activationKind; // Other: the braid.activation kind's name
   /// gpt_neox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)).
   bool parallelResidual = false;
   /// Keys each layer's queries see, counting their own position; 0: all
