@@ -556,24 +556,11 @@ private:
       if (out(0) != in(0))
         return mismatch(out(0), in(0));
       break;
-    case OpCode::Gelu:
-      if (op.gelu_approximation() != braid::plan::GeluApproximation::None &&
-          op.gelu_approximation() != braid::plan::GeluApproximation::Tanh)
-        return errorf(where, "unknown GELU approximation ",
-                      int(op.gelu_approximation()));
-      if (out(0) != in(0))
-        return mismatch(out(0), in(0));
-      break;
-    case OpCode::Activation:
-      if (op.activation() < braid::plan::ActivationKind::MIN ||
-          op.activation() > braid::plan::ActivationKind::MAX)
-        return errorf(where, "unknown activation kind ", int(op.activation()));
-      if (out(0) != in(0))
-        return mismatch(out(0), in(0));
-      break;
     case OpCode::Add:
     case OpCode::Mul:
     case OpCode::Silu:
+    case OpCode::Gelu:
+    case OpCode::Activation:
     case OpCode::Softmax:
     case OpCode::RmsNorm:
     case OpCode::LayerNorm:
@@ -621,11 +608,6 @@ private:
           return errorf(where, "has both a residual and a GELU epilogue; "
                                "cuBLASLt adds the residual before the GELU");
       }
-      if (op.matmul_gelu() &&
-          op.gelu_approximation() != braid::plan::GeluApproximation::None &&
-          op.gelu_approximation() != braid::plan::GeluApproximation::Tanh)
-        return errorf(where, "unknown GELU approximation ",
-                      int(op.gelu_approximation()));
       break;
     }
     case OpCode::Reshape: {
@@ -743,9 +725,22 @@ private:
   }
 
   // Attributes whose bad values the kernels would turn into wrong numbers
-  // rather than errors: RoPE's frequency table (one positive, finite value
+  // rather than errors: enums outside their enum (the runtimes would run
+  // another function), RoPE's frequency table (one positive, finite value
   // per rotated pair) and the sliding window (causal only).
   Status checkAttributes(const std::string &where, const braid::plan::Op &op) {
+    using braid::plan::ActivationKind;
+    using braid::plan::GeluApproximation;
+    bool gelu = op.opcode() == OpCode::Gelu ||
+                (op.opcode() == OpCode::Matmul && op.matmul_gelu());
+    if (gelu && (op.gelu_approximation() < GeluApproximation::MIN ||
+                 op.gelu_approximation() > GeluApproximation::MAX))
+      return errorf(where, "unknown GELU approximation ",
+                    int(op.gelu_approximation()));
+    if (op.opcode() == OpCode::Activation &&
+        (op.activation() < ActivationKind::MIN ||
+         op.activation() > ActivationKind::MAX))
+      return errorf(where, "unknown activation kind ", int(op.activation()));
     if (op.opcode() == OpCode::Rope) {
       Shape x = shapeOf(op.operands()->Get(0));
       int64_t headDim = x.empty() ? 0 : x.back();
