@@ -1022,20 +1022,43 @@ cudaError_t launchUnary(Unary kind, In x, Out y, int64_t count,
 }
 
 namespace {
+/// Field `Field` of cudaFuncGetAttributes for `Kernel` on the current
+/// device, asked once per device and kept; 0 when the runtime cannot say,
+/// which is not kept. Host-side only, so safe while capturing. A failed
+/// query's error is taken off the runtime's last-error slot, where the
+/// next launch's cudaGetLastError would report it as its own.
+template <auto Kernel, int cudaFuncAttributes::*Field> int kernelAttribute() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (device < kDevices)
+    if (int v = known[device].load())
+      return v;
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, Kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (device < kDevices)
+    known[device].store(attr.*Field);
+  return attr.*Field;
+}
+
+/// The most threads a block of normRowKernel<T, K, Layer> may have (its
+/// registers bound it below 1024 with several vectors per thread); 0 if
+/// the runtime cannot say.
+template <typename T, int K, bool Layer> int64_t normRowThreads() {
+  return int64_t(kernelAttribute<normRowKernel<T, K, Layer>,
+                                 &cudaFuncAttributes::maxThreadsPerBlock>()) /
+         32 * 32;
+}
+
 /// Launches normRowKernel when the operands allow it (see there); false
 /// when they do not, and the caller runs the per-element kernel.
-/// The most threads a block of normRowKernel<T, K, Layer> may have (its
-/// registers bound it below 1024 with several vectors per thread), asked
-/// of the runtime once per instantiation; 0 if it cannot say.
-template <typename T, int K, bool Layer> int64_t normRowThreads() {
-  static const int64_t most = [] {
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, normRowKernel<T, K, Layer>) != cudaSuccess)
-      return int64_t(0);
-    return int64_t(attr.maxThreadsPerBlock) / 32 * 32;
-  }();
-  return most;
-}
 
 template <typename T, bool Layer>
 bool launchNormRowsAs(In x, In weight, In bias, Out y, int64_t rows, int64_t h,
@@ -1317,24 +1340,10 @@ cudaError_t launchTensorCore(const AttentionLaunch &L, dim3 grid, size_t shared,
 
 /// Whether the binary of the tensor-core kernel loaded for the current
 /// device is sm_80 or newer (mma.sync for bf16; below, the kernel traps).
-/// Host-side queries only (no stream work), so safe while capturing; the
-/// answer is kept per device.
+/// Kept per device (kernelAttribute).
 static bool tensorCoreBinary() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0)
-    return false;
-  if (device < kDevices && known[device].load() != 0)
-    return known[device].load() > 0;
-  cudaFuncAttributes attr{};
-  const bool ok =
-      cudaFuncGetAttributes(&attr, attentionTensorCoreKernel<__half, 16>) ==
-          cudaSuccess &&
-      attr.binaryVersion >= 80;
-  if (device < kDevices)
-    known[device].store(ok ? 1 : -1);
-  return ok;
+  return kernelAttribute<attentionTensorCoreKernel<__half, 16>,
+                         &cudaFuncAttributes::binaryVersion>() >= 80;
 }
 
 bool tensorCoreAttentionApplies(const AttentionArgs &args) {
