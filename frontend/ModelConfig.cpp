@@ -426,6 +426,8 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   RopeDefaults defaults;
   defaults.allowPartial = true;
   defaults.topLevelParams = false;
+  defaults.thetaKey = "rotary_emb_base";
+  defaults.partialKey = "rotary_pct";
   BRAID_ASSIGN(defaults.theta, f.numberOr("rotary_emb_base", 10000.0));
   BRAID_ASSIGN(defaults.partialRotaryFactor, f.numberOr("rotary_pct", 0.25));
   BRAID_ASSIGN(c.rope, readRope(f, c.headDim, c.maxPositions, defaults));

@@ -86,6 +86,50 @@ double yarnMscale(double scale, double mscale) {
   return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
 }
 
+/// transformers 4 ignores `rope_parameters` and reads RoPE from top-level
+/// fields (`rope_theta`, `rope_scaling`, ...), which transformers 5 reads
+/// only to fill what the object leaves out. A config holding both
+/// (transformers 4 writes its own beside the object when it saves a config
+/// it read from transformers 5) therefore means one RoPE to each; refuse it
+/// when the two differ, since which library the weights were trained and
+/// checked with is not in the config. `v4Theta` and `v4Partial` are the
+/// top-level (or class default) values; `rope_scaling` is null here (a
+/// non-null one beside the object is refused before).
+llvm::Error checkGenerationsAgree(const Fields &top, const RopeConfig &v5,
+                                  double v5Partial, int64_t v5Dim,
+                                  int64_t headDim, double v4Theta,
+                                  double v4Partial, const RopeDefaults &d) {
+  if (!top.present(d.thetaKey) && !top.present(d.partialKey) &&
+      !top.present("rope_scaling"))
+    return llvm::Error::success();
+  std::vector<double> v5Table =
+      v5.invFreq.empty() ? widen(defaultInvFreq(v5.theta, v5Dim)) : v5.invFreq;
+  if (v4Partial > 0.0 && v4Partial <= 1.0) {
+    int64_t v4Dim =
+        v4Partial == 1.0 ? headDim : int64_t(double(headDim) * v4Partial);
+    int64_t v4Rotary = v4Partial == 1.0 ? 0 : v4Dim + v4Dim % 2;
+    if (v4Dim >= 1 && v4Rotary == v5.rotaryDim && v5.attentionFactor == 1.0 &&
+        widen(defaultInvFreq(v4Theta, v4Dim)) == v5Table)
+      return llvm::Error::success();
+  }
+  auto partialText = [](StringRef key, double partial) {
+    return partial == 1.0 ? std::string()
+                          : ", " + key.str() + " " + formatNumber(partial);
+  };
+  return top.error(
+      "RoPE is given twice, differently: 'rope_parameters' (transformers 5: "
+      "rope_type '" +
+      v5.type + "', rope_theta " + formatNumber(v5.theta) +
+      partialText("partial_rotary_factor", v5Partial) +
+      ") and top-level fields (transformers 4, which ignores "
+      "'rope_parameters': " +
+      d.thetaKey + " " + formatNumber(v4Theta) +
+      partialText(d.partialKey, v4Partial) +
+      ", no scaling). transformers 4 writes both when it saves a config "
+      "read from transformers 5; keep the fields of the version the model "
+      "was made with");
+}
+
 } // namespace
 
 Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
@@ -277,5 +321,9 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     return err("field '" + objName + "." + unknown.front() +
                "' is not a parameter of rope_type '" + type +
                "' that Braid knows; refusing rather than ignoring it");
+  if (params)
+    if (llvm::Error e = checkGenerationsAgree(top, r, partial, dim, headDim,
+                                              topTheta, topPartial, defaults))
+      return std::move(e);
   return r;
 }

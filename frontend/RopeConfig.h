@@ -29,6 +29,10 @@ struct RopeDefaults {
   /// transformers ignores them, reading rotary_emb_base / rotary_pct or the
   /// RoPE object, so they are read as known and left out).
   bool topLevelParams = true;
+  /// The top-level fields transformers 4 reads RoPE's base and fraction
+  /// from (GPT-NeoX: rotary_emb_base and rotary_pct).
+  StringRef thetaKey = "rope_theta";
+  StringRef partialKey = "partial_rotary_factor";
 };
 llvm::Expected<RopeConfig> readRope(const Fields &top, int64_t headDim,
                                     int64_t maxPositions,
