@@ -356,6 +356,7 @@ void CudaRank::destroyGraphs() {
 }
 
 void CudaRank::abortComms() {
+  NcclAbortBatch batch; // every flag set before any wait
   for (auto &c : comms_)
     c->abort();
 }
@@ -462,6 +463,9 @@ Status CudaRank::setUp() {
       fn.f = p.functions()->Get(i);
       BRAID_RETURN_IF_ERROR(prepareFunction(fn));
     }
+  // The memsets and pageable copies above ran on the default stream, which
+  // the (non-blocking) plan streams do not wait for: done before any step.
+  BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   return Status::ok();
 }
 
@@ -1339,6 +1343,9 @@ Status CudaRank::setParameter(const std::string &name,
   // A packed piece is written inside its pack: the pack reads it at once.
   BRAID_CUDA_CHECK(cudaMemcpy(paramData_[*slot], local.bytes.data(), bytes,
                               cudaMemcpyHostToDevice));
+  // A pageable copy may return before its last DMA lands, on the default
+  // stream the plan streams do not wait for.
+  BRAID_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   return Status::ok();
 }
 
@@ -1536,6 +1543,16 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   // the function; a pipeline's stages spread over processes are not
   // checked (each process knows only its own).
   size_t worldSize = size_t(plan_.root().world_size());
+  // Each rank's inputs too: a rank refusing its own on its thread would
+  // leave its peers in collectives with it, possibly inside NCCL's
+  // first-use connection, where no cancel flag reaches them.
+  for (size_t r = 0; r < world; ++r) {
+    int fi = plan_.functionIndex(functions[r]);
+    auto bound = bindInputs(*plan_.root().functions()->Get(unsigned(fi)),
+                            inputs[inputs.size() == 1 ? 0 : r]);
+    if (!bound)
+      return errorf("rank ", held_[r], ": ", bound.status().message());
+  }
   if (checkCommunication_ && world == worldSize)
     BRAID_RETURN_IF_ERROR(matching_.check(plan_, functions));
   else if (checkCommunication_ && everyRankRunsIt && world > 0)
@@ -1566,6 +1583,7 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   // teardown could wait forever for them.
   for (size_t r = 0; r < world; ++r)
     if (!results[r]->hasValue()) {
+      NcclAbortBatch batch; // every held rank's flags before any wait
       for (auto &rank : ranks_)
         rank->abort();
       break;

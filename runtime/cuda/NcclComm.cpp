@@ -166,3 +166,10 @@ cuda::createNcclComm(const ncclUniqueId &id, int size, int rank) {
   return std::unique_ptr<DeviceComm>(
       std::make_unique<NcclDeviceComm>(std::move(comm), size));
 }
+
+NcclAbortBatch::NcclAbortBatch() : open_(ncclGroupStart() == ncclSuccess) {}
+
+NcclAbortBatch::~NcclAbortBatch() {
+  if (open_)
+    (void)ncclGroupEnd();
+}

@@ -21,6 +21,24 @@ namespace braid::rt::cuda {
 Expected<std::unique_ptr<DeviceComm>>
 createNcclComm(const ncclUniqueId &id, int size, int rank);
 
+/// While one lives, this thread's ncclCommAbort calls only set their
+/// communicators' abort flags; NCCL reclaims them (waiting for their
+/// captured work) when the outermost one ends (an NCCL group). Aborting
+/// communicators one at a time can hang: the abort of X waits for a graph
+/// holding X's captured collectives, which is spinning in a collective of
+/// Y whose flags are not set yet. No NCCL calls other than aborts may be
+/// made while one lives.
+class NcclAbortBatch {
+public:
+  NcclAbortBatch();
+  ~NcclAbortBatch();
+  NcclAbortBatch(const NcclAbortBatch &) = delete;
+  NcclAbortBatch &operator=(const NcclAbortBatch &) = delete;
+
+private:
+  bool open_;
+};
+
 } // namespace braid::rt::cuda
 
 #endif // BRAID_RUNTIME_CUDA_NCCLCOMM_H

@@ -81,15 +81,22 @@ public:
   bool aborted() const { return aborted_; }
 
   /// Runs one step, `body` (returning Status or Expected<T>). Whatever made
-  /// it fail (its own error, another rank's cancel, a timeout, an NCCL
-  /// asynchronous error), the communicators are aborted before the error
-  /// is returned: peers may be left in collectives with this rank. After
-  /// that the rank refuses every step.
+  /// it fail (its own error, an exception such as bad_alloc, another rank's
+  /// cancel, a timeout, an NCCL asynchronous error), the communicators are
+  /// aborted before the error is returned: peers may be left in
+  /// collectives with this rank. After that the rank refuses every step.
   template <typename Body> auto step(Body &&body) -> decltype(body()) {
+    using Result = decltype(body());
     if (aborted_)
       return errorf("unusable after an aborted step (its NCCL communicators "
                     "are gone); create a new runner");
-    auto result = body();
+    Result result = [&]() -> Result {
+      try {
+        return body();
+      } catch (const std::exception &e) {
+        return errorf("unexpected failure: ", e.what());
+      }
+    }();
     if (!result)
       abort();
     return result;
@@ -236,10 +243,11 @@ inline Status setUpRanks(size_t n, const std::function<Status(size_t)> &setUp,
           // After `stop`: a peer released here is marked as stopped.
           if (!stopped[i] && releasePeers)
             releasePeers();
-          // Peers may be blocked where `stop` does not reach: NCCL connects
-          // a communicator's peers on the host, inside its first
-          // collective. Aborting this rank's communicators now fails their
-          // wait instead of leaving it to the other threads' end.
+          // Its communicators go at once: the test communicator's peers
+          // waiting for it on the host are released. (An NCCL peer blocked
+          // inside its host-side connection to this rank is not: it
+          // watches only its own communicator's abort flag;
+          // runtime/cuda/README.md.)
           if (abandon) {
             abandon(i);
             abandoned[i] = 1;

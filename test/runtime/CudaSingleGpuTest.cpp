@@ -396,6 +396,31 @@ TEST(SingleGpu, FailingRankReleasesItsPeersAtOnce) {
   }
 }
 
+TEST(SingleGpu, OneRanksBadInputsAreRefusedBeforeAnyRankStarts) {
+  // Checked on the caller's thread: had rank 2 refused them on its own,
+  // its peers would be left in collectives with it (in NCCL possibly
+  // inside a first-use connection no cancel reaches), and the runner
+  // aborted for good.
+  auto loaded = loadPlan(faultTestPlan(4).finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  BRAID_SKIP_WITHOUT_GPU();
+  TensorMap good = faultTestInput();
+  TensorMap bad = {{"x", HostTensor::fromFloats(DType::F32, {2, 8, 32},
+                                                wave(2 * 8 * 32, 0.1f))}};
+  for (bool graph : {false, true}) {
+    auto gpu = cuda::CudaRunner::create(*loaded, oneGpu(graph));
+    ASSERT_TRUE(gpu) << gpu.status().message();
+    std::vector<std::string> fns(4, "prefill");
+    auto out = (*gpu)->runPerRank(fns, {good, good, bad, good});
+    ASSERT_FALSE(out) << (graph ? "graph" : "eager");
+    EXPECT_EQ(out.status().message().rfind("rank 2: ", 0), 0u)
+        << out.status().message();
+    // Nothing ran, nothing was aborted: the runner still works.
+    out = (*gpu)->runPerRank(fns, {good, good, good, good});
+    EXPECT_TRUE(out) << out.status().message();
+  }
+}
+
 TEST(SingleGpu, FailingConnectionReleasesItsPeersAtOnce) {
   // Ranks 0, 1 and 3 wait in their first all_reduce (the communicators'
   // warm-up) for rank 2, which failed: they must stop at once, and the

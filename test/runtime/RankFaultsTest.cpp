@@ -125,6 +125,29 @@ TEST(RankFaults, AStepThatFailsByItselfAbortsItsOwnComms) {
   EXPECT_FALSE(rank.hungDestroy);
 }
 
+TEST(RankFaults, AStepThatThrowsAbortsItsOwnCommsAndReturnsTheError) {
+  // An exception (bad_alloc building an output) used to leave the step
+  // without aborting: peers waited out the timeout, and teardown then
+  // waited in ncclCommDestroy.
+  FakeRank rank;
+  rank.graphs = 1;
+  rank.peerGone = true;
+  {
+    CommLifetime life(rank);
+    Expected<int> got = life.step([]() -> Expected<int> {
+      throw std::runtime_error("out of host memory");
+    });
+    ASSERT_FALSE(got);
+    EXPECT_EQ(got.status().message(), "unexpected failure: out of host memory");
+    EXPECT_EQ(rank.comms, FakeRank::Comms::Aborted);
+    EXPECT_EQ(rank.calls,
+              (std::vector<std::string>{"destroyGraphs", "abortComms"}));
+    life.end();
+  }
+  EXPECT_FALSE(rank.hungAbort);
+  EXPECT_FALSE(rank.hungDestroy);
+}
+
 TEST(RankFaults, AStepThatSucceedsAbortsNothing) {
   FakeRank rank;
   rank.graphs = 1;
