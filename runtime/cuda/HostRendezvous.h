@@ -134,7 +134,19 @@ public:
   Expected<T> awaitAnswer(int from, int to) {
     BRAID_RETURN_IF_ERROR(check(from, to));
     std::unique_lock<std::mutex> lock(mu_);
-    return take(lock, toSender_[index(from, to)], from, to, "the answer of");
+    std::deque<T> &queue = toSender_[index(from, to)];
+    if (!cv_.wait_until(lock, deadline(),
+                        [&] { return aborted_ || !queue.empty(); }))
+      return errorf(name_, ": rank ", from, " waited for the answer of rank ",
+                    to, " longer than ", timeoutSeconds_,
+                    " s: a send or receive is stuck (does every send have "
+                    "its receive?)");
+    if (aborted_)
+      return errorf("aborted: another rank failed (", name_, ", rank ", from,
+                    ")");
+    T value = queue.front();
+    queue.pop_front();
+    return value;
   }
   /// post, then awaitAnswer.
   Expected<T> send(int from, int to, const T &message) {
@@ -214,21 +226,6 @@ private:
   }
   size_t index(int from, int to) const {
     return size_t(from) * size_t(parties_) + size_t(to);
-  }
-  Expected<T> take(std::unique_lock<std::mutex> &lock, std::deque<T> &queue,
-                   int self, int peer, const char *what) {
-    if (!cv_.wait_until(lock, deadline(),
-                        [&] { return aborted_ || !queue.empty(); }))
-      return errorf(name_, ": rank ", self, " waited for ", what, " rank ",
-                    peer, " longer than ", timeoutSeconds_,
-                    " s: a send or receive is stuck (does every send have "
-                    "its receive?)");
-    if (aborted_)
-      return errorf("aborted: another rank failed (", name_, ", rank ", self,
-                    ")");
-    T value = queue.front();
-    queue.pop_front();
-    return value;
   }
 
   std::vector<std::deque<T>> toReceiver_, toSender_; // by (from, to)
