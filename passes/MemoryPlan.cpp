@@ -360,9 +360,13 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
   auto place = [&](Operation *diagOp, Value v, int64_t offset,
                    int64_t size) -> LogicalResult {
     int64_t need = tensorBytes(v.getType());
+    if (size < need)
+      return emitError(diagOp->getLoc())
+                 << "buffer [" << offset << ", +" << size
+                 << ") is smaller than its value of " << need << " bytes",
+             failure();
     // arena - offset, not offset + size: hand-written numbers may be huge.
-    if (offset < 0 || size < need || offset > plan.arenaSize ||
-        size > plan.arenaSize - offset)
+    if (offset < 0 || offset > plan.arenaSize || size > plan.arenaSize - offset)
       return emitError(diagOp->getLoc())
                  << "buffer [" << offset << ", +" << size << ") for a value of "
                  << need << " bytes does not fit the arena of "

@@ -83,7 +83,7 @@ func.func @buffer_misaligned(%x: tensor<4xf32> {braid.input = "x", braid.buffer 
 
 // -----
 
-// expected-error@+1 {{buffer [0, +8) for a value of 16 bytes does not fit the arena of 512 bytes}}
+// expected-error@+1 {{buffer [0, +8) is smaller than its value of 16 bytes}}
 func.func @buffer_too_small(%x: tensor<4xf32> {braid.input = "x", braid.buffer = array<i64: 0, 8>}) -> (tensor<4xf32> {braid.output = "y"}) attributes {braid.arena_size = 512 : i64} {
   %y = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<4xf32>
   return %y : tensor<4xf32>
