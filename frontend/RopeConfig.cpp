@@ -8,6 +8,8 @@
 #include "frontend/RopeConfig.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
 
 using namespace braid;
 using namespace braid::config;
@@ -164,8 +166,17 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   int64_t frequencyDim = 0; // with a partial factor: the dim of the formulas
   // transformers: dim = int(head_dim * partial_rotary_factor).
   auto applyPartial = [&]() -> llvm::Error {
-    if (partial == 1.0)
+    if (partial == 1.0) {
+      // RoPE rotates pairs: transformers' cos/sin would span head_dim + 1
+      // elements and fail against the head.
+      if (headDim % 2 != 0)
+        return top.error("head_dim " + llvm::Twine(headDim) +
+                         " is odd and the whole head rotates (a rotary "
+                         "fraction of 1): RoPE needs an even number of "
+                         "rotated elements (transformers fails on this "
+                         "config)");
       return llvm::Error::success();
+    }
     if (!defaults.allowPartial)
       return top.error("field 'partial_rotary_factor' is " +
                        formatNumber(partial) +
@@ -228,8 +239,28 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
 
   auto originalMax = [&]() -> Expected<double> {
     if (topHasOriginal) {
-      // transformers: the top-level value wins over the object's own.
-      rf.markRead("original_max_position_embeddings");
+      // transformers 5: the top-level value wins over the object's own.
+      // transformers 4 never reads it: it takes the object's (yarn: else
+      // max_position_embeddings; llama3 fails without one). Refused where
+      // the two would differ.
+      std::optional<double> v4;
+      std::string v4Field = "max_position_embeddings";
+      if (rf.has("original_max_position_embeddings")) {
+        v4Field = (objName + ".original_max_position_embeddings").str();
+        int64_t inner;
+        BRAID_ASSIGN(inner, rf.integer("original_max_position_embeddings",
+                                       limits::kMaxPositions));
+        v4 = double(inner);
+      } else if (type == "yarn") {
+        v4 = double(maxPositions);
+      }
+      if (v4 && *v4 != topOriginalMax)
+        return err("field 'original_max_position_embeddings' (" +
+                   formatNumber(topOriginalMax) +
+                   ") is what transformers 5 reads for rope_type '" + type +
+                   "', and transformers 4 ignores it for '" + v4Field + "' (" +
+                   formatNumber(*v4) +
+                   "): the two disagree; keep one, inside '" + objName + "'");
       return topOriginalMax;
     }
     auto v = rf.integerOr("original_max_position_embeddings", maxPositions,
