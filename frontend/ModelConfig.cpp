@@ -101,11 +101,41 @@ static llvm::Error requireFalse(const Fields &f, StringRef key,
 constexpr int64_t kTransformersSlidingWindow = 4096; // mistral, qwen2/3
 constexpr int64_t kTransformersMaxWindowLayers = 28; // qwen2, qwen3
 constexpr int64_t kTransformersQwen3HeadDim = 128;
-// max_position_embeddings (GPT-2's n_positions: kTransformersGpt2Positions).
-constexpr int64_t kTransformersLlamaPositions = 2048; // llama, gpt_neox
-constexpr int64_t kTransformersMistralPositions = 4096 * 32; // and ministral
-constexpr int64_t kTransformersQwenPositions = 32768; // qwen2, qwen3
-constexpr int64_t kTransformersGpt2Positions = 1024;
+
+/// transformers' class defaults of the sizes, per model_type: what
+/// `AutoConfig.for_model(model_type)` holds (4.57 and 5.24 agree), and so
+/// what a config that leaves a field out means. (GPT-2 names them n_embd,
+/// n_layer, n_head, n_positions; its n_inner follows n_embd.)
+struct ClassSizes {
+  int64_t hidden, layers, heads, intermediate, vocab, positions;
+  double normEps;
+};
+static ClassSizes classSizes(StringRef modelType) {
+  if (modelType == "mistral" || modelType == "ministral")
+    return {4096, 32, 32, 14336, 32000, 4096 * 32, 1e-6};
+  if (modelType == "qwen2" || modelType == "qwen3")
+    return {4096, 32, 32, 22016, 151936, 32768, 1e-6};
+  if (modelType == "gpt_neox")
+    return {6144, 44, 64, 24576, 50432, 2048, 1e-5};
+  if (modelType == "gpt2")
+    return {768, 12, 12, 4 * 768, 50257, 1024, 1e-5};
+  return {4096, 32, 32, 11008, 32000, 2048, 1e-6}; // llama
+}
+
+/// Field `key` (a positive integer of at most `max`), or the class default
+/// `absent` when the config leaves it out; null is an error (transformers
+/// would pass None on).
+static Expected<int64_t> sizeOr(const Fields &f, StringRef key, int64_t absent,
+                                int64_t max) {
+  if (f.present(key))
+    return f.integer(key, max);
+  return f.checkBound(key, absent, max);
+}
+static Expected<double> epsOr(const Fields &f, StringRef key, double absent) {
+  if (f.present(key))
+    return f.number(key);
+  return absent;
+}
 
 /// Layer i's window from layer_types[i] (one per layer): `window` for
 /// sliding_attention, which needs one in effect; none for full_attention.
@@ -184,9 +214,13 @@ static llvm::Error readSlidingWindows(const Fields &f, ModelConfig &c) {
 /// The sizes LLaMA-style and GPT-NeoX configs name alike; GPT-NeoX has no
 /// num_key_value_heads (`groupedKv` false: one KV head per head).
 static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
-  BRAID_ASSIGN(c.hiddenSize, f.integer("hidden_size", limits::kMaxHiddenSize));
-  BRAID_ASSIGN(c.numLayers, f.integer("num_hidden_layers", limits::kMaxLayers));
-  BRAID_ASSIGN(c.numHeads, f.integer("num_attention_heads", limits::kMaxHeads));
+  const ClassSizes d = classSizes(c.modelType);
+  BRAID_ASSIGN(c.hiddenSize,
+               sizeOr(f, "hidden_size", d.hidden, limits::kMaxHiddenSize));
+  BRAID_ASSIGN(c.numLayers,
+               sizeOr(f, "num_hidden_layers", d.layers, limits::kMaxLayers));
+  BRAID_ASSIGN(c.numHeads,
+               sizeOr(f, "num_attention_heads", d.heads, limits::kMaxHeads));
   c.numKvHeads = c.numHeads;
   if (groupedKv) {
     // Absent, transformers' class default: 32 for qwen2 and qwen3, 8 for
@@ -203,20 +237,13 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
                     limits::kMaxHeads));
   }
   BRAID_ASSIGN(c.intermediateSize,
-               f.integer("intermediate_size", limits::kMaxIntermediateSize));
-  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
-  // Absent, transformers' class default (early LLaMA conversions, such as
-  // decapoda's llama-7b-hf, leave it out); null is an error.
-  if (f.present("max_position_embeddings")) {
-    BRAID_ASSIGN(c.maxPositions,
-                 f.integer("max_position_embeddings", limits::kMaxPositions));
-  } else {
-    c.maxPositions = c.modelType == "mistral" || c.modelType == "ministral"
-                         ? kTransformersMistralPositions
-                     : c.modelType == "qwen2" || c.modelType == "qwen3"
-                         ? kTransformersQwenPositions
-                         : kTransformersLlamaPositions;
-  }
+               sizeOr(f, "intermediate_size", d.intermediate,
+                      limits::kMaxIntermediateSize));
+  BRAID_ASSIGN(c.vocabSize,
+               sizeOr(f, "vocab_size", d.vocab, limits::kMaxVocabSize));
+  // Early LLaMA conversions, such as decapoda's llama-7b-hf, leave it out.
+  BRAID_ASSIGN(c.maxPositions, sizeOr(f, "max_position_embeddings", d.positions,
+                                      limits::kMaxPositions));
   return llvm::Error::success();
 }
 
@@ -282,7 +309,8 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Llama;
   if (llvm::Error e = readSizes(f, c, /*groupedKv=*/true))
     return e;
-  BRAID_ASSIGN(c.normEps, f.number("rms_norm_eps"));
+  BRAID_ASSIGN(c.normEps,
+               epsOr(f, "rms_norm_eps", classSizes(c.modelType).normEps));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
   // Biases: Qwen2 always has q/k/v biases (never o_proj's); LLaMA and Qwen3
   // have all four with attention_bias; Mistral has none (no such field).
@@ -357,19 +385,19 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
 
 static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::Gpt2;
-  BRAID_ASSIGN(c.hiddenSize, f.integer("n_embd", limits::kMaxHiddenSize));
-  BRAID_ASSIGN(c.numLayers, f.integer("n_layer", limits::kMaxLayers));
-  BRAID_ASSIGN(c.numHeads, f.integer("n_head", limits::kMaxHeads));
+  const ClassSizes d = classSizes(c.modelType);
+  BRAID_ASSIGN(c.hiddenSize,
+               sizeOr(f, "n_embd", d.hidden, limits::kMaxHiddenSize));
+  BRAID_ASSIGN(c.numLayers, sizeOr(f, "n_layer", d.layers, limits::kMaxLayers));
+  BRAID_ASSIGN(c.numHeads, sizeOr(f, "n_head", d.heads, limits::kMaxHeads));
   c.numKvHeads = c.numHeads;
   BRAID_ASSIGN(c.intermediateSize, f.integerOr("n_inner", 4 * c.hiddenSize,
                                                limits::kMaxIntermediateSize));
-  BRAID_ASSIGN(c.vocabSize, f.integer("vocab_size", limits::kMaxVocabSize));
-  if (f.present("n_positions"))
-    BRAID_ASSIGN(c.maxPositions,
-                 f.integer("n_positions", limits::kMaxPositions));
-  else
-    c.maxPositions = kTransformersGpt2Positions;
-  BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", 1e-5));
+  BRAID_ASSIGN(c.vocabSize,
+               sizeOr(f, "vocab_size", d.vocab, limits::kMaxVocabSize));
+  BRAID_ASSIGN(c.maxPositions,
+               sizeOr(f, "n_positions", d.positions, limits::kMaxPositions));
+  BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_epsilon", d.normEps));
   if (llvm::Error e = readActivation(f, "activation_function", "gelu_new", c))
     return e;
   // GPT2LMHeadModel ties its LM head to wte by default; untied, it reads
@@ -410,7 +438,8 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   c.family = ModelFamily::NeoX;
   if (llvm::Error e = readSizes(f, c, /*groupedKv=*/false))
     return e;
-  BRAID_ASSIGN(c.normEps, f.numberOr("layer_norm_eps", 1e-5));
+  BRAID_ASSIGN(c.normEps,
+               f.numberOr("layer_norm_eps", classSizes(c.modelType).normEps));
   BRAID_ASSIGN(c.tieWordEmbeddings, f.booleanOr("tie_word_embeddings", false));
   BRAID_ASSIGN(c.parallelResidual, f.booleanOr("use_parallel_residual", true));
   bool bias;
