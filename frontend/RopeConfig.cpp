@@ -10,6 +10,8 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 using namespace braid;
 using namespace braid::config;
@@ -237,37 +239,46 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
   // The scaled formulas run over the rotated dims, as transformers' do.
   const int64_t dim = frequencyDim ? frequencyDim : headDim;
 
-  auto originalMax = [&]() -> Expected<double> {
-    if (topHasOriginal) {
-      // transformers 5: the top-level value wins over the object's own.
-      // transformers 4 never reads it: it takes the object's (yarn: else
-      // max_position_embeddings; llama3 fails without one). Refused where
-      // the two would differ.
-      std::optional<double> v4;
-      std::string v4Field = "max_position_embeddings";
-      if (rf.has("original_max_position_embeddings")) {
-        v4Field = (objName + ".original_max_position_embeddings").str();
-        int64_t inner;
-        BRAID_ASSIGN(inner, rf.integer("original_max_position_embeddings",
-                                       limits::kMaxPositions));
-        v4 = double(inner);
-      } else if (type == "yarn") {
-        v4 = double(maxPositions);
-      }
-      if (v4 && *v4 != topOriginalMax)
-        return err("field 'original_max_position_embeddings' (" +
-                   formatNumber(topOriginalMax) +
-                   ") is what transformers 5 reads for rope_type '" + type +
-                   "', and transformers 4 ignores it for '" + v4Field + "' (" +
-                   formatNumber(*v4) +
-                   "): the two disagree; keep one, inside '" + objName + "'");
-      return topOriginalMax;
+  // The pretraining length the scaled types read. transformers 5 lets a
+  // top-level one (Phi-3 style) win over the object's own; transformers 4
+  // never reads it: it takes the object's (yarn: else
+  // max_position_embeddings; llama3 fails without one). `v4` is set when
+  // transformers 4 would read a different value: the type then checks
+  // that its frequencies come out the same.
+  struct OriginalMax {
+    double v5;
+    std::optional<double> v4;
+    std::string v4Field;
+  };
+  auto originalMax = [&]() -> Expected<OriginalMax> {
+    if (!topHasOriginal) {
+      auto v = rf.integerOr("original_max_position_embeddings", maxPositions,
+                            limits::kMaxPositions);
+      if (!v)
+        return v.takeError();
+      return OriginalMax{double(*v), std::nullopt, ""};
     }
-    auto v = rf.integerOr("original_max_position_embeddings", maxPositions,
-                          limits::kMaxPositions);
-    if (!v)
-      return v.takeError();
-    return double(*v);
+    OriginalMax o{topOriginalMax, std::nullopt, "max_position_embeddings"};
+    if (rf.has("original_max_position_embeddings")) {
+      o.v4Field = (objName + ".original_max_position_embeddings").str();
+      int64_t inner;
+      BRAID_ASSIGN(inner, rf.integer("original_max_position_embeddings",
+                                     limits::kMaxPositions));
+      o.v4 = double(inner);
+    } else if (type == "yarn") {
+      o.v4 = double(maxPositions);
+    }
+    if (o.v4 && *o.v4 == o.v5)
+      o.v4.reset();
+    return o;
+  };
+  auto generationsDisagree = [&](const OriginalMax &o) {
+    return err(
+        "field 'original_max_position_embeddings' (" + formatNumber(o.v5) +
+        ") is what transformers 5 reads for rope_type '" + type +
+        "', and transformers 4 ignores it for '" + o.v4Field + "' (" +
+        formatNumber(*o.v4) +
+        "), which gives other frequencies; keep one, inside '" + objName + "'");
   };
 
   if (type == "default") {
@@ -288,16 +299,20 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     BRAID_ASSIGN(factor, rf.number("factor"));
     (void)factor;
   } else if (type == "llama3") {
-    double factor, low, high, old;
+    double factor, low, high;
     BRAID_ASSIGN(factor, rf.number("factor"));
     BRAID_ASSIGN(low, rf.number("low_freq_factor"));
     BRAID_ASSIGN(high, rf.number("high_freq_factor"));
+    OriginalMax old;
     BRAID_ASSIGN(old, originalMax());
     if (!(high > low))
       return err("field '" + objName + ".high_freq_factor' (" +
                  formatNumber(high) + ") must exceed 'low_freq_factor' (" +
                  formatNumber(low) + ")");
-    r.invFreq = llama3InvFreq(r.theta, dim, factor, low, high, old);
+    r.invFreq = llama3InvFreq(r.theta, dim, factor, low, high, old.v5);
+    if (old.v4 &&
+        llama3InvFreq(r.theta, dim, factor, low, high, *old.v4) != r.invFreq)
+      return generationsDisagree(old);
   } else if (type == "yarn") {
     // transformers' yarn ramp has dim / 2 entries against ceil(dim / 2)
     // frequencies: it fails on an odd dim, so there is nothing to match.
@@ -306,11 +321,12 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
                  llvm::Twine(dim) +
                  " = int(head_dim x partial_rotary_factor)) "
                  "has no defined meaning (transformers fails on it)");
-    double old;
+    OriginalMax old;
     BRAID_ASSIGN(old, originalMax());
-    double factor = double(maxPositions) / old;
-    if (rf.has("factor"))
-      BRAID_ASSIGN(factor, rf.number("factor"));
+    bool hasFactor = rf.has("factor");
+    double givenFactor = 0;
+    if (hasFactor)
+      BRAID_ASSIGN(givenFactor, rf.number("factor"));
     double betaFast, betaSlow, mscale, mscaleAllDim;
     // transformers reads `get("beta_fast") or 32`: 0 also means the
     // default; mscale and mscale_all_dim count only when both are non-zero.
@@ -320,15 +336,26 @@ Expected<RopeConfig> config::readRope(const Fields &top, int64_t headDim,
     BRAID_ASSIGN(mscaleAllDim, rf.numberOrIfZero("mscale_all_dim", 0));
     bool truncate;
     BRAID_ASSIGN(truncate, rf.booleanOr("truncate", true));
+    std::optional<double> givenAttention;
     if (rf.has("attention_factor"))
-      BRAID_ASSIGN(r.attentionFactor, rf.number("attention_factor"));
-    else if (mscale != 0 && mscaleAllDim != 0)
-      r.attentionFactor =
-          yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim);
-    else
-      r.attentionFactor = yarnMscale(factor, 1);
-    r.invFreq = yarnInvFreq(r.theta, dim, factor, betaFast, betaSlow, old,
-                            truncate);
+      BRAID_ASSIGN(givenAttention, rf.number("attention_factor"));
+    // The table and cos/sin factor for one pretraining length (the
+    // factor's default depends on it too).
+    auto yarnFor = [&](double original) {
+      double factor = hasFactor ? givenFactor : double(maxPositions) / original;
+      double attention =
+          givenAttention ? *givenAttention
+          : mscale != 0 && mscaleAllDim != 0
+              ? yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim)
+              : yarnMscale(factor, 1);
+      return std::make_pair(yarnInvFreq(r.theta, dim, factor, betaFast,
+                                        betaSlow, original, truncate),
+                            attention);
+    };
+    std::tie(r.invFreq, r.attentionFactor) = yarnFor(old.v5);
+    if (old.v4 &&
+        yarnFor(*old.v4) != std::make_pair(r.invFreq, r.attentionFactor))
+      return generationsDisagree(old);
   } else {
     return err("field '" + objName + ".rope_type' is '" + type +
                "'; Braid supports default, linear, dynamic, llama3 and yarn");
