@@ -209,6 +209,9 @@ cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
                                   uint64_t seed, uint64_t nameHash, bool norm,
                                   cudaStream_t stream);
 
+/// One thread spinning for `nanoseconds` of the global timer (tests).
+cudaError_t launchStall(uint64_t nanoseconds, cudaStream_t stream);
+
 } // namespace braid::rt::cuda::detail
 
 #endif // BRAID_RUNTIME_CUDA_DEVICEKERNELS_H

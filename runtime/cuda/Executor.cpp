@@ -10,6 +10,7 @@
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/HostRendezvous.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/LaunchWindow.h"
 #include "runtime/cuda/LibraryCheck.h"
 #include "runtime/cuda/LocalComm.h"
 #include "runtime/cuda/NcclComm.h"
@@ -212,8 +213,13 @@ public:
   /// `cancel` is set by the runner when another rank failed: a rank
   /// waiting in a collective then aborts instead of waiting for the timeout.
   /// A failed step aborts this rank's communicators (CommLifetime).
+  /// `sameFunction`: every rank of the step runs this function, so eager
+  /// launches may be paced by the launch window (LaunchWindow.h: its
+  /// waits cannot deadlock when matched operations sit at the same op
+  /// index on every rank; a pipeline's stages may pair them far apart).
   Expected<TensorMap> run(const std::string &function, const TensorMap &inputs,
-                          StepTiming &timing, const std::atomic<bool> &cancel);
+                          StepTiming &timing, const std::atomic<bool> &cancel,
+                          bool sameFunction);
   /// Graphs destroyed, then communicators aborted (after another rank's
   /// failed step: its peers' communicators are gone).
   void abort();
@@ -261,23 +267,36 @@ private:
     Graph graph;
     GraphExec exec;
     std::vector<Event> opBegin, opEnd; // with options.profile
+    /// Eager mode's launch window marks (LaunchWindow.h): slot s, stream
+    /// markStreams[k] at s * markStreams.size() + k.
+    std::vector<int> markStreams; // 0 and the forked streams
+    std::vector<Event> marks;
   };
 
   Status prepareFunction(Function &fn);
   /// Enqueues the step (capturing its graph the first time, in graph
   /// mode) between start_ and stop_ on stream 0.
-  Status launchStep(Function &fn, StepTiming &timing);
+  Status launchStep(Function &fn, StepTiming &timing,
+                    const std::atomic<bool> &cancel, bool sameFunction);
   /// The same with joint steps: rank 0 launches the graph of every rank.
   Status launchJointStep(int function, StepTiming &timing);
   Status captureJointGraph(Function &fn, Graph &graph, GraphExec &exec);
-  Status enqueue(Function &fn);
+  /// `pace` given: an eager launch, paced by the launch window so the host
+  /// never blocks in a launch behind a stuck collective, with the step's
+  /// timeout and `*pace` cancel checks while it waits; null: a capture, or
+  /// ranks running different functions.
+  Status enqueue(Function &fn, const std::atomic<bool> *pace = nullptr);
   Status runOp(Function &fn, int index, cudaStream_t stream);
   Status runCollective(Function &fn, int index, const plan::Op &op,
                        cudaStream_t stream);
   Expected<TensorMap> runStep(const std::string &function,
                               const TensorMap &inputs, StepTiming &timing,
-                              const std::atomic<bool> &cancel);
-  Status waitForStep(cudaEvent_t done, const std::atomic<bool> &cancel);
+                              const std::atomic<bool> &cancel,
+                              bool sameFunction);
+  /// Until every event has completed, or the step's timeout (counted from
+  /// stepStart_), `cancel` or a communicator's error ends the wait.
+  Status waitForStep(const std::vector<cudaEvent_t> &done,
+                     const std::atomic<bool> &cancel);
   Status warmUpComms(const std::atomic<bool> &stop);
   // CommTeardown, in the order CommLifetime calls them.
   void destroyGraphs() override;
@@ -325,6 +344,7 @@ private:
   std::vector<DeviceMemory> workspaces_; // by stream
   std::optional<DeviceErrorFlag> errors_;
   Event start_, stop_;
+  std::chrono::steady_clock::time_point stepStart_; // the timeout's origin
   JointSteps *joint_ = nullptr;
   int party_ = 0;
   Event jointFork_, jointJoin_; // with joint steps
@@ -523,7 +543,8 @@ Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
   if (last != main)
     BRAID_CUDA_CHECK(cudaStreamWaitEvent(main, chain.back().get(), 0));
   BRAID_CUDA_CHECK(cudaEventRecord(stop_.get(), main));
-  Status done = waitForStep(stop_.get(), stop);
+  stepStart_ = std::chrono::steady_clock::now();
+  Status done = waitForStep({stop_.get()}, stop);
   if (!done)
     return errorf("the first all_reduce on each communicator: ",
                   done.message());
@@ -571,6 +592,14 @@ Status CudaRank::prepareFunction(Function &fn) {
       newEvents(fn.join, int(fn.streams.forkedStreams.size())));
   BRAID_CUDA_CHECK(
       cudaEventCreateWithFlags(fn.fork.out(), cudaEventDisableTiming));
+  if (!options_.graph) {
+    fn.markStreams.push_back(0);
+    fn.markStreams.insert(fn.markStreams.end(),
+                          fn.streams.forkedStreams.begin(),
+                          fn.streams.forkedStreams.end());
+    BRAID_RETURN_IF_ERROR(newEvents(fn.marks, LaunchWindow().slots() *
+                                                  int(fn.markStreams.size())));
+  }
   if (options_.profile && f.ops())
     for (unsigned i = 0; i < f.ops()->size(); ++i) {
       Event begin, end;
@@ -922,10 +951,21 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   }
 }
 
-Status CudaRank::enqueue(Function &fn) {
+Status CudaRank::enqueue(Function &fn, const std::atomic<bool> *pace) {
   const plan::Function &f = *fn.f;
   const StreamPlan &sp = fn.streams;
   cudaStream_t main = streams_[0].get();
+  std::optional<LaunchWindow> window;
+  if (pace)
+    window.emplace();
+  // The events of one window mark, on every stream the step uses.
+  auto markEvents = [&](int slot) {
+    std::vector<cudaEvent_t> events;
+    for (size_t k = 0; k < fn.markStreams.size(); ++k)
+      events.push_back(
+          fn.marks[size_t(slot) * fn.markStreams.size() + k].get());
+    return events;
+  };
   // The inputs, from their page-locked copies (runStep fills them).
   for (const auto &[t, host] : fn.pinnedInputs) {
     TensorRef x = ref(fn, t);
@@ -947,6 +987,11 @@ Status CudaRank::enqueue(Function &fn) {
       const plan::Op &op = *f.ops()->Get(i);
       const StreamPlan::OpSync &sync = sp.ops[i];
       cudaStream_t stream = streams_[size_t(op.stream())].get();
+      // Eager: at most the window's ops ahead of the GPU. Never inside an
+      // open group, whose members NCCL issues only at its end.
+      if (window && !group)
+        for (int slot; (slot = window->slotToAwait()) >= 0;)
+          BRAID_RETURN_IF_ERROR(waitForStep(markEvents(slot), *pace));
       // Every failure from here to the group's end goes through `st`, so an
       // open group is always closed.
       Status st = Status::ok();
@@ -1017,6 +1062,12 @@ Status CudaRank::enqueue(Function &fn) {
       }
       for (int e : sync.recordEvents)
         BRAID_CUDA_CHECK(cudaEventRecord(fn.events[size_t(e)].get(), stream));
+      if (int slot = window ? window->slotToRecord(int(i)) : -1; slot >= 0) {
+        std::vector<cudaEvent_t> mark = markEvents(slot);
+        for (size_t k = 0; k < mark.size(); ++k)
+          BRAID_CUDA_CHECK(cudaEventRecord(
+              mark[k], streams_[size_t(fn.markStreams[k])].get()));
+      }
     }
   // Join every forked stream back into stream 0 (a capture must end with
   // all of them joined to its origin stream).
@@ -1067,29 +1118,33 @@ Status CudaRank::enqueue(Function &fn) {
 
 // Every error return below is followed by CommLifetime::step's abort
 // (graphs destroyed first), so no rank waits on a stuck collective.
-Status CudaRank::waitForStep(cudaEvent_t done,
+Status CudaRank::waitForStep(const std::vector<cudaEvent_t> &done,
                              const std::atomic<bool> &cancel) {
   // A decode step can end a few microseconds after its last launch: spin on
   // the event for this long before sleeping between polls (a sleep costs at
   // least its 50 us, often more, added to every step).
   constexpr double spinSeconds = 200e-6;
   auto start = std::chrono::steady_clock::now();
+  size_t ended = 0; // done[0, ended) have completed
   for (;;) {
-    cudaError_t q = cudaEventQuery(done);
+    cudaError_t q = cudaSuccess;
+    while (ended < done.size() &&
+           (q = cudaEventQuery(done[ended])) == cudaSuccess)
+      ++ended;
     // A communicator's error can also end a step: the test communicator's
     // waits return when they time out.
     for (const auto &comm : comms_)
       BRAID_RETURN_IF_ERROR(comm->asyncError());
-    if (q == cudaSuccess)
+    if (ended == done.size())
       return Status::ok();
     if (q != cudaErrorNotReady)
       BRAID_CUDA_CHECK(q);
     if (cancel.load())
       return errorf("aborted: another rank failed");
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-    if (waited > options_.stepTimeoutSeconds)
+    auto now = std::chrono::steady_clock::now();
+    double waited = std::chrono::duration<double>(now - start).count();
+    if (std::chrono::duration<double>(now - stepStart_).count() >
+        options_.stepTimeoutSeconds)
       return errorf("step did not finish within ", options_.stepTimeoutSeconds,
                     " s (a collective is stuck: do all ranks run the same "
                     "plan?); communicators aborted");
@@ -1100,14 +1155,17 @@ Status CudaRank::waitForStep(cudaEvent_t done,
 
 Expected<TensorMap> CudaRank::run(const std::string &function,
                                   const TensorMap &inputs, StepTiming &timing,
-                                  const std::atomic<bool> &cancel) {
+                                  const std::atomic<bool> &cancel,
+                                  bool sameFunction) {
   // A step that fails here, whatever the cause, may leave peers in
   // collectives with this rank: its communicators are aborted.
   return lifetime_.step(
-      [&] { return runStep(function, inputs, timing, cancel); });
+      [&] { return runStep(function, inputs, timing, cancel, sameFunction); });
 }
 
-Status CudaRank::launchStep(Function &fn, StepTiming &timing) {
+Status CudaRank::launchStep(Function &fn, StepTiming &timing,
+                            const std::atomic<bool> &cancel,
+                            bool sameFunction) {
   cudaStream_t main = streams_[0].get();
   if (options_.graph && !fn.exec) {
     // Capture once; instantiate and upload before the first launch.
@@ -1127,8 +1185,11 @@ Status CudaRank::launchStep(Function &fn, StepTiming &timing) {
   auto hostStart = std::chrono::steady_clock::now();
   if (options_.graph)
     BRAID_CUDA_CHECK(cudaGraphLaunch(fn.exec.get(), main));
-  else
-    BRAID_RETURN_IF_ERROR(enqueue(fn));
+  else {
+    if (options_.testStallSeconds > 0)
+      BRAID_RETURN_IF_ERROR(stallForTest(options_.testStallSeconds, main));
+    BRAID_RETURN_IF_ERROR(enqueue(fn, sameFunction ? &cancel : nullptr));
+  }
   timing.hostLaunchMs = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - hostStart)
                             .count();
@@ -1273,7 +1334,8 @@ Status CudaRank::launchJointStep(int function, StepTiming &timing) {
 Expected<TensorMap> CudaRank::runStep(const std::string &function,
                                       const TensorMap &inputs,
                                       StepTiming &timing,
-                                      const std::atomic<bool> &cancel) {
+                                      const std::atomic<bool> &cancel,
+                                      bool sameFunction) {
   BRAID_CUDA_CHECK(cudaSetDevice(device_));
   if (rank_ == options_.testFailingRank)
     return errorf("failed on purpose (a test of a rank failing alone)");
@@ -1295,9 +1357,11 @@ Expected<TensorMap> CudaRank::runStep(const std::string &function,
                   in.value->bytes.size());
 
   timing = StepTiming();
-  BRAID_RETURN_IF_ERROR(joint_ && options_.graph ? launchJointStep(fi, timing)
-                                                 : launchStep(fn, timing));
-  BRAID_RETURN_IF_ERROR(waitForStep(stop_.get(), cancel));
+  stepStart_ = std::chrono::steady_clock::now();
+  BRAID_RETURN_IF_ERROR(joint_ && options_.graph
+                            ? launchJointStep(fi, timing)
+                            : launchStep(fn, timing, cancel, sameFunction));
+  BRAID_RETURN_IF_ERROR(waitForStep({stop_.get()}, cancel));
   float ms = 0;
   BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
   timing.deviceMs = ms;
@@ -1558,13 +1622,21 @@ CudaRunner::runAssigned(const std::vector<std::string> &functions,
   else if (checkCommunication_ && everyRankRunsIt && world > 0)
     BRAID_RETURN_IF_ERROR(matching_.check(
         plan_, std::vector<std::string>(worldSize, functions[0])));
+  // Every rank of the step runs one function (its matched operations sit
+  // at the same op index everywhere): eager launches may be paced.
+  bool sameFunction =
+      everyRankRunsIt ||
+      (world == worldSize &&
+       std::all_of(functions.begin(), functions.end(),
+                   [&](const std::string &f) { return f == functions[0]; }));
   auto wallStart = std::chrono::steady_clock::now();
   std::vector<std::optional<Expected<TensorMap>>> results(world);
   std::vector<StepTiming> timings(world);
   std::atomic<bool> cancel{false};
   threads_->run([&](size_t r) {
-    results[r] = ranks_[r]->run(
-        functions[r], inputs[inputs.size() == 1 ? 0 : r], timings[r], cancel);
+    results[r] =
+        ranks_[r]->run(functions[r], inputs[inputs.size() == 1 ? 0 : r],
+                       timings[r], cancel, sameFunction);
     if (!results[r]->hasValue()) {
       cancel = true; // release ranks blocked in collectives
       // The single-GPU test mode's ranks wait for each other on the

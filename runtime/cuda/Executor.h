@@ -82,6 +82,11 @@ struct ExecutorOptions {
   int testStuckRank = -1;
   int testFailingRank = -1;
   int testFailingConnectRank = -1;
+  /// Tests only (0: none): in eager mode stream 0 spins on the device this
+  /// long before each step's first op, as behind a collective whose peer
+  /// never comes, with every later launch queued behind it (LaunchWindow.h
+  /// keeps the host from blocking in a launch there).
+  double testStallSeconds = 0;
   /// Time every op with CUDA events (eager only: a graph replays as one
   /// launch and has no per-op boundaries to record).
   bool profile = false;
@@ -93,7 +98,9 @@ struct StepTiming {
   /// from and the outputs to page-locked memory are part of the step (of
   /// its graph), so this is the whole step's device time.
   double deviceMs = 0;
-  double hostLaunchMs = 0; // host time to enqueue the step
+  /// Host time to enqueue the step (eager: with its waits for the launch
+  /// window, LaunchWindow.h, once the GPU is far behind).
+  double hostLaunchMs = 0;
   /// Host clock around the whole CudaRunner::run: rank threads started,
   /// inputs copied in, the step awaited, outputs copied out.
   double wallMs = 0;

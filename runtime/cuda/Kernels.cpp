@@ -606,6 +606,13 @@ Status cuda::generateParameter(const plan::Plan &plan,
   return Status::ok();
 }
 
+Status cuda::stallForTest(double seconds, cudaStream_t stream) {
+  if (!(seconds >= 0 && seconds < 3600))
+    return errorf("a test stall of ", seconds, " s is outside [0, 3600)");
+  BRAID_CUDA_CHECK(detail::launchStall(uint64_t(seconds * 1e9), stream));
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // DeviceErrorFlag
 //===----------------------------------------------------------------------===//

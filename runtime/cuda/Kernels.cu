@@ -1457,4 +1457,23 @@ cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
   return cudaGetLastError();
 }
 
+namespace {
+__device__ uint64_t globalNanoseconds() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void stallKernel(uint64_t nanoseconds) {
+  uint64_t start = globalNanoseconds();
+  while (globalNanoseconds() - start < nanoseconds)
+    __nanosleep(100000);
+}
+} // namespace
+
+cudaError_t launchStall(uint64_t nanoseconds, cudaStream_t stream) {
+  stallKernel<<<1, 1, 0, stream>>>(nanoseconds);
+  return cudaGetLastError();
+}
+
 } // namespace braid::rt::cuda::detail

@@ -201,6 +201,11 @@ private:
   std::unique_ptr<DeviceErrorRecord, Free> record_;
 };
 
+/// Tests only: one thread that spins on the device for `seconds` (by the
+/// global timer), then ends; what a collective stuck on a missing peer
+/// looks like to the stream behind it.
+Status stallForTest(double seconds, cudaStream_t stream);
+
 } // namespace braid::rt::cuda
 
 #endif // BRAID_RUNTIME_CUDA_KERNELS_H

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 using namespace braid::rt;
@@ -603,6 +604,58 @@ TEST(CudaExecutor, DecodePastTheCacheIsAnErrorNotAHang) {
   EXPECT_NE(out.status().message().find("outside max_seq 2"),
             std::string::npos)
       << out.status().message();
+}
+
+/// x through `ops` SiLUs, each into a tensor of its own: a step far longer
+/// than the eager launch window and than CUDA's launch queue.
+PlanBuilder longChainPlan(int ops) {
+  PlanBuilder pb(1);
+  FnBuilder f = pb.function("step");
+  int x = f.input("x", {4});
+  for (int i = 0; i < ops; ++i) {
+    int y = f.tensor({4});
+    f.op(OpCode::Silu, {x}, {y});
+    x = y;
+  }
+  f.output("y", x);
+  return pb;
+}
+
+// Eager steps wait for the launch window (LaunchWindow.h) every few ops
+// once it is full; the results are still the interpreter's.
+TEST(CudaExecutor, LongEagerStepsThroughTheLaunchWindowMatchInterpreter) {
+  TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {4}, wave(4, 0.3f))}};
+  expectSameOnGpu(longChainPlan(3000), {{"step", in}, {"step", in}}, 1e-6,
+                  1e-5);
+}
+
+// Behind a device that stalls far longer than the step timeout (what a
+// collective whose peer never comes looks like to its stream), with more
+// launches to enqueue than CUDA's launch queue holds, an eager step still
+// ends near its timeout: the host waits for the launch window, where the
+// timeout is checked, instead of blocking in a launch until the stall ends.
+TEST(CudaExecutor, EagerStepBehindAStalledDeviceEndsAtTheTimeout) {
+  auto loaded = loadPlan(longChainPlan(4000).finish());
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  BRAID_SKIP_WITHOUT_GPU();
+  cuda::ExecutorOptions o;
+  o.graph = false;
+  o.stepTimeoutSeconds = 2;
+  o.testStallSeconds = 15;
+  auto gpu = cuda::CudaRunner::create(*loaded, o);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  TensorMap in{{"x", HostTensor::fromFloats(DType::F32, {4}, wave(4, 0.3f))}};
+  auto start = std::chrono::steady_clock::now();
+  auto out = (*gpu)->run("step", {in});
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("did not finish within 2 s"),
+            std::string::npos)
+      << out.status().message();
+  EXPECT_LT(seconds, 8) << "the step should end near its 2 s timeout, not "
+                           "when the 15 s stall does";
 }
 
 TEST(CudaExecutor, NoGpuIsAClearError) {
