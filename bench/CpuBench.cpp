@@ -9,7 +9,10 @@
 // - weights: generating a 4096 x 4096 bf16 parameter element by element
 //   (the name hashed and the shard rule divided per element, then an f32
 //   copy converted) against initialParameterValue (row-wise map, straight
-//   into bf16, threads).
+//   into bf16, threads);
+// - decode attention over bf16 KV caches of max_seq 4096: the whole caches
+//   converted to f32 and stored back each step against
+//   attentionWithStoredCache, which touches only what it attends to.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/HostTensor.h"
@@ -109,8 +112,55 @@ void weightsBench(benchmark::State &state, bool rowWise) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// One decode step's attention of a Llama-3-8B-shaped layer (32 query and 8
+/// KV heads of 128, bf16 caches of max_seq 4096) at position `pos`: the
+/// interpreter's way before (both caches converted to f32, attended, and
+/// stored back whole) against attentionWithStoredCache (the caches stay in
+/// bf16; only the entries attended to are read, only the new one written).
+void decodeAttentionBench(benchmark::State &state, bool inStorage,
+                          int64_t pos) {
+  const int64_t maxS = 4096, hq = 32, hkv = 8, dh = 128;
+  HostTensor kc = stored(DType::BF16, {1, maxS, hkv, dh}, 1.0f);
+  HostTensor vc = stored(DType::BF16, {1, maxS, hkv, dh}, 0.5f);
+  cpu::FTensor q{{1, 1, hq, dh},
+                 stored(DType::F32, {hq * dh}, 1.0f).toFloats()};
+  cpu::FTensor k{{1, 1, hkv, dh},
+                 stored(DType::F32, {hkv * dh}, 0.7f).toFloats()};
+  cpu::FTensor v = k;
+  cpu::AttentionParams p;
+  p.causal = true;
+  p.numHeads = hq;
+  p.numKvHeads = hkv;
+  p.headDim = dh;
+  cpu::ITensor position{{1}, {pos}};
+  for (auto _ : state) {
+    if (inStorage) {
+      auto o = cpu::attentionWithStoredCache(
+          q, k, v, {kc.shape, kc.dtype, kc.bytes.data(), kc.bytes.data()},
+          {vc.shape, vc.dtype, vc.bytes.data(), vc.bytes.data()}, position, p);
+      benchmark::DoNotOptimize(o);
+    } else {
+      cpu::FTensor kf{kc.shape, kc.toFloats()}, vf{vc.shape, vc.toFloats()};
+      auto o = cpu::attentionWithCache(q, k, v, kf, vf, position, p);
+      storeFromFloat(kc.dtype, kf.data.data(), int64_t(kf.data.size()),
+                     kc.bytes.data());
+      storeFromFloat(vc.dtype, vf.data.data(), int64_t(vf.data.size()),
+                     vc.bytes.data());
+      benchmark::DoNotOptimize(o);
+    }
+  }
+}
+
 } // namespace
 
+BENCHMARK_CAPTURE(decodeAttentionBench, before_pos128, false, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(decodeAttentionBench, after_pos128, true, 128)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(decodeAttentionBench, before_pos4000, false, 4000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(decodeAttentionBench, after_pos4000, true, 4000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(matmulBench, before_f32_decode, false, DType::F32, 1, 4096)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(matmulBench, after_f32_decode, true, DType::F32, 1, 4096)

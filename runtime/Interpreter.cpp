@@ -400,15 +400,24 @@ Status OpRunner::compute(const plan::Op &op) {
     if (op.operands()->size() == 3)
       return store(result(0), attention(loadF(operand(0)), loadF(operand(1)),
                                         loadF(operand(2)), p));
-    FTensor kc = loadF(operand(3)), vc = loadF(operand(4));
-    auto o =
-        attentionWithCache(loadF(operand(0)), loadF(operand(1)),
-                           loadF(operand(2)), kc, vc, loadI(operand(5)), p);
-    if (!o)
-      return o.status();
-    BRAID_RETURN_IF_ERROR(storeF(result(0), *o));
-    BRAID_RETURN_IF_ERROR(storeF(result(1), kc));
-    return storeF(result(2), vc);
+    // The caches stay in their storage: a step converts only the entries
+    // it attends to and writes only the new ones (after copying the entry
+    // cache when the updated one lives elsewhere).
+    auto cache = [&](int entry, int updated) {
+      return StoredCache{shapeOf(updated), tensor(updated).dtype(),
+                         storage(entry), storage(updated)};
+    };
+    for (auto [entry, updated] :
+         {std::pair{operand(3), result(1)}, std::pair{operand(4), result(2)}})
+      if (shapeOf(updated) != shapeOf(entry) ||
+          tensor(updated).dtype() != tensor(entry).dtype())
+        return errorf("attention: updated cache tensor ", updated,
+                      " is not its cache's shape and dtype");
+    return store(result(0),
+                 attentionWithStoredCache(
+                     loadF(operand(0)), loadF(operand(1)), loadF(operand(2)),
+                     cache(operand(3), result(1)), cache(operand(4), result(2)),
+                     loadI(operand(5)), p));
   }
   case OpCode::Silu:
     return storeF(result(0), silu(loadF(operand(0))));

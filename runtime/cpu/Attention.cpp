@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace braid::rt;
@@ -89,12 +90,26 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
                                           FTensor &vCache,
                                           const ITensor &position,
                                           const AttentionParams &p) {
+  return attentionWithStoredCache(
+      q, k, v,
+      {kCache.shape, DType::F32, kCache.data.data(), kCache.data.data()},
+      {vCache.shape, DType::F32, vCache.data.data(), vCache.data.data()},
+      position, p);
+}
+
+Expected<FTensor> cpu::attentionWithStoredCache(
+    const FTensor &q, const FTensor &k, const FTensor &v,
+    const StoredCache &kCache, const StoredCache &vCache,
+    const ITensor &position, const AttentionParams &p) {
   auto dims = checkAttentionShapes(q.shape, k.shape, v.shape, p);
   if (!dims)
     return dims.status();
   const AttentionDims &d = *dims;
   BRAID_RETURN_IF_ERROR(
       checkAttentionCacheShapes(d, kCache.shape, vCache.shape, position.shape));
+  if (kCache.dtype != vCache.dtype)
+    return errorf("attention: k_cache is ", dtypeName(kCache.dtype),
+                  ", v_cache ", dtypeName(vCache.dtype));
   int64_t maxS = kCache.shape[1];
   for (int64_t b = 0; b < d.b; ++b) {
     int64_t pos = position.data[size_t(b)];
@@ -107,26 +122,53 @@ Expected<FTensor> cpu::attentionWithCache(const FTensor &q, const FTensor &k,
               : pos + d.sq,
           maxS);
   }
-  // Write the new keys and values at [pos, pos + S) (nothing to copy when a
-  // row is empty, however many rows there are).
-  size_t row = size_t(d.hkv * d.d);
-  for (int64_t b = 0; row > 0 && b < d.b; ++b)
-    for (int64_t s = 0; s < d.sq; ++s) {
-      int64_t dst = b * maxS + position.data[size_t(b)] + s;
-      int64_t src = b * d.sq + s;
-      std::copy_n(k.data.begin() + long(src * long(row)), row,
-                  kCache.data.begin() + long(dst * long(row)));
-      std::copy_n(v.data.begin() + long(src * long(row)), row,
-                  vCache.data.begin() + long(dst * long(row)));
-    }
+  const int64_t row = d.hkv * d.d; // elements of one cache entry
+  const size_t elem = dtypeSize(kCache.dtype);
+  // The updated caches: the entry ones, then the new keys and values at
+  // [pos, pos + S), rounded once.
+  for (const StoredCache *c : {&kCache, &vCache})
+    if (c->updated != c->entry)
+      std::memmove(c->updated, c->entry, size_t(numElements(c->shape)) * elem);
+  auto entryAt = [&](const StoredCache &c, int64_t b, int64_t j) {
+    return static_cast<uint8_t *>(c.updated) +
+           size_t((b * maxS + j) * row) * elem;
+  };
+  for (int64_t b = 0; row > 0 && b < d.b; ++b) {
+    int64_t pos = position.data[size_t(b)];
+    storeFromFloat(kCache.dtype, k.data.data() + b * d.sq * row, d.sq * row,
+                   entryAt(kCache, b, pos));
+    storeFromFloat(vCache.dtype, v.data.data() + b * d.sq * row, d.sq * row,
+                   entryAt(vCache, b, pos));
+  }
   FTensor o{q.shape, std::vector<float>(q.data.size())};
   if (o.data.empty()) // the caches above are updated all the same
     return o;
   bool causal = p.causal;
   int64_t s = d.sq;
   int64_t window = causal ? p.slidingWindow : 0;
+  // The keys and values attended to, in f32, laid out [B, keys, Hkv, D]
+  // with keys the longest batch row's pos + S: the entries from the first
+  // one any query of the batch row sees (its window's start) up to pos,
+  // then the new ones as k and v hold them. Nothing else is read.
+  int64_t keys = 0;
+  for (int64_t b = 0; b < d.b; ++b)
+    keys = std::max(keys, position.data[size_t(b)] + s);
+  std::vector<float> kw(size_t(d.b * keys * row)), vw(kw.size());
+  for (int64_t b = 0; b < d.b; ++b) {
+    int64_t pos = position.data[size_t(b)];
+    int64_t first = window > 0 ? std::max<int64_t>(pos + 1 - window, 0) : 0;
+    size_t at = size_t((b * keys + first) * row);
+    loadAsFloat(kCache.dtype, entryAt(kCache, b, first), (pos - first) * row,
+                kw.data() + at);
+    loadAsFloat(vCache.dtype, entryAt(vCache, b, first), (pos - first) * row,
+                vw.data() + at);
+    std::copy_n(k.data.data() + b * s * row, s * row,
+                kw.data() + (b * keys + pos) * row);
+    std::copy_n(v.data.data() + b * s * row, s * row,
+                vw.data() + (b * keys + pos) * row);
+  }
   attend(
-      q, kCache.data.data(), vCache.data.data(), maxS, d, p.scale, window,
+      q, kw.data(), vw.data(), keys, d, p.scale, window,
       [&](int64_t b, int64_t i) {
         int64_t pos = position.data[size_t(b)];
         return causal ? pos + i + 1 : pos + s;

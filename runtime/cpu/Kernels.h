@@ -117,6 +117,26 @@ Expected<FTensor> attentionWithCache(const FTensor &q, const FTensor &k,
                                      const FTensor &v, FTensor &kCache,
                                      FTensor &vCache, const ITensor &position,
                                      const AttentionParams &p);
+/// A KV cache [B, maxS, Hkv, D] kept in its storage dtype: `entry` holds it
+/// before the op, `updated` receives the updated cache (the same bytes, or
+/// as many bytes not overlapping them).
+struct StoredCache {
+  Shape shape;
+  DType dtype = DType::F32;
+  const void *entry = nullptr;
+  void *updated = nullptr;
+};
+/// attentionWithCache without converting whole caches: the entry cache is
+/// copied to `updated` when they differ, k and v are stored at
+/// [pos, pos+S) rounded once to the cache dtype, and attention reads only
+/// the entries it attends to (converted to f32; the new ones as k and v
+/// hold them, as attentionWithCache does). A decode step then costs what it
+/// attends to, not the cache's max_seq. Bit for bit attentionWithCache on
+/// f32 copies of the caches, stored back.
+Expected<FTensor>
+attentionWithStoredCache(const FTensor &q, const FTensor &k, const FTensor &v,
+                         const StoredCache &kCache, const StoredCache &vCache,
+                         const ITensor &position, const AttentionParams &p);
 
 // Layout ops work on raw bytes so they serve every dtype.
 struct ByteTensor {

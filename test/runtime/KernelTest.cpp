@@ -469,6 +469,117 @@ TEST(AttentionKernel, CacheHoldingMoreSequencesThanTheStep) {
       << bad.status().message();
 }
 
+// The caches kept in bf16: output rows are bit for bit full attention over
+// the sequence the cache and the new tokens make (the cached entries as
+// stored, the new ones as k and v hold them), with and without a window,
+// causal or not, two batch rows at different positions; the updated cache
+// is the entry one with only the new rows written, rounded once; a cache
+// updated into other bytes leaves the entry one alone.
+TEST(AttentionKernel, StoredCacheIsFullAttentionOverTheCachedSequence) {
+  const int64_t maxS = 12, hq = 4, hkv = 2, dh = 3, s = 2, row = hkv * dh;
+  const std::vector<int64_t> positions{7, 3};
+  auto values = [](int64_t n, float phase) {
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      out[size_t(i)] = std::sin(0.37f * float(i) + phase);
+    return out;
+  };
+  HostTensor entryK = HostTensor::fromFloats(DType::BF16, {2, maxS, hkv, dh},
+                                             values(2 * maxS * row, 0.1f));
+  HostTensor entryV = HostTensor::fromFloats(DType::BF16, {2, maxS, hkv, dh},
+                                             values(2 * maxS * row, 0.7f));
+  // The new k, v in f32, not bf16-representable: attention reads them as
+  // they are, the cache stores them rounded.
+  FTensor q{{2, s, hq, dh}, values(2 * s * hq * dh, 0.3f)};
+  FTensor k{{2, s, hkv, dh}, values(2 * s * row, 1.3f)};
+  FTensor v{{2, s, hkv, dh}, values(2 * s * row, 2.1f)};
+  for (bool causal : {true, false})
+    for (int64_t window : {int64_t(0), int64_t(3)}) {
+      SCOPED_TRACE(::testing::Message() << (causal ? "causal" : "not causal")
+                                        << " window " << window);
+      AttentionParams p;
+      p.causal = causal;
+      p.numHeads = hq;
+      p.numKvHeads = hkv;
+      p.headDim = dh;
+      p.slidingWindow = window;
+      HostTensor kc = entryK, vc = entryV;     // updated in place
+      HostTensor kOut = entryK, vOut = entryV; // updated elsewhere
+      std::fill(kOut.bytes.begin(), kOut.bytes.end(), uint8_t(0xff));
+      std::fill(vOut.bytes.begin(), vOut.bytes.end(), uint8_t(0xff));
+      auto inPlace = attentionWithStoredCache(
+          q, k, v, {kc.shape, DType::BF16, kc.bytes.data(), kc.bytes.data()},
+          {vc.shape, DType::BF16, vc.bytes.data(), vc.bytes.data()},
+          ITensor{{2}, positions}, p);
+      ASSERT_TRUE(inPlace) << inPlace.status().message();
+      auto moved = attentionWithStoredCache(
+          q, k, v,
+          {entryK.shape, DType::BF16, entryK.bytes.data(), kOut.bytes.data()},
+          {entryV.shape, DType::BF16, entryV.bytes.data(), vOut.bytes.data()},
+          ITensor{{2}, positions}, p);
+      ASSERT_TRUE(moved) << moved.status().message();
+      EXPECT_EQ(moved->data, inPlace->data);
+      EXPECT_EQ(kOut.bytes, kc.bytes);
+      EXPECT_EQ(vOut.bytes, vc.bytes);
+      std::vector<float> ek = entryK.toFloats(), ev = entryV.toFloats();
+      for (int64_t b = 0; b < 2; ++b) {
+        int64_t pos = positions[size_t(b)];
+        // The sequence: entries [0, pos) as stored, then the new ones.
+        FTensor fk{{1, pos + s, hkv, dh}, {}}, fv = fk;
+        FTensor fq{{1, pos + s, hq, dh},
+                   std::vector<float>(size_t((pos + s) * hq * dh))};
+        fk.data.assign(ek.begin() + b * maxS * row,
+                       ek.begin() + (b * maxS + pos) * row);
+        fv.data.assign(ev.begin() + b * maxS * row,
+                       ev.begin() + (b * maxS + pos) * row);
+        fk.data.insert(fk.data.end(), k.data.begin() + b * s * row,
+                       k.data.begin() + (b + 1) * s * row);
+        fv.data.insert(fv.data.end(), v.data.begin() + b * s * row,
+                       v.data.begin() + (b + 1) * s * row);
+        std::copy_n(q.data.begin() + b * s * hq * dh, s * hq * dh,
+                    fq.data.begin() + pos * hq * dh);
+        AttentionParams full = p;
+        if (!causal) // every query sees [0, pos + S): query rows pos.. only
+          full.causal = false;
+        auto want = attention(fq, fk, fv, full);
+        ASSERT_TRUE(want) << want.status().message();
+        std::vector<float> got(inPlace->data.begin() + b * s * hq * dh,
+                               inPlace->data.begin() + (b + 1) * s * hq * dh);
+        std::vector<float> wantRows(want->data.begin() + pos * hq * dh,
+                                    want->data.end());
+        EXPECT_EQ(got, wantRows) << "batch row " << b;
+        // The cache: the entry one but for the new rows, rounded to bf16.
+        std::vector<float> ck = kc.toFloats();
+        for (int64_t j = 0; j < maxS; ++j)
+          for (int64_t e = 0; e < row; ++e) {
+            size_t at = size_t((b * maxS + j) * row + e);
+            float expected =
+                j >= pos && j < pos + s
+                    ? HostTensor::fromFloats(
+                          DType::BF16, {1},
+                          {k.data[size_t((b * s + j - pos) * row + e)]})
+                          .toFloats()[0]
+                    : ek[at];
+            ASSERT_EQ(ck[at], expected) << "k cache row " << j;
+          }
+      }
+    }
+  // Out of range: an error, and neither cache changed.
+  HostTensor kc = entryK, vc = entryV;
+  AttentionParams p;
+  p.causal = true;
+  p.numHeads = hq;
+  p.numKvHeads = hkv;
+  p.headDim = dh;
+  auto bad = attentionWithStoredCache(
+      q, k, v, {kc.shape, DType::BF16, kc.bytes.data(), kc.bytes.data()},
+      {vc.shape, DType::BF16, vc.bytes.data(), vc.bytes.data()},
+      ITensor{{2}, {maxS - 1, 0}}, p);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(kc.bytes, entryK.bytes);
+  EXPECT_EQ(vc.bytes, entryV.bytes);
+}
+
 TEST(AttentionKernel, KvCacheRejectsWriteBeyondMaxSeq) {
   FTensor q{{1, 1, 2, 2}, {1, 1, 2, 0}};
   FTensor k{{1, 1, 1, 2}, {0, 1}}, v{{1, 1, 1, 2}, {3, 4}};
