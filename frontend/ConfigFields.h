@@ -110,9 +110,15 @@ public:
       return def;
     return positiveNumber(key);
   }
+  /// `def` when absent; false when null: transformers 4 passes None on and
+  /// tests it as a flag (`if config.use_parallel_residual:`), so a null
+  /// flag whose default is true runs as false there (transformers 5
+  /// refuses the config).
   Expected<bool> booleanOr(StringRef key, bool def) const {
-    if (!has(key))
+    if (!present(key))
       return def;
+    if (!has(key))
+      return false;
     if (auto b = obj.get(key)->getAsBoolean())
       return *b;
     return error("field '" + name(key) + "' must be a boolean");

@@ -247,16 +247,20 @@ static llvm::Error readSizes(const Fields &f, ModelConfig &c, bool groupedKv) {
   return llvm::Error::success();
 }
 
-/// head_dim = hidden_size / num_attention_heads, which must divide
-/// (`why` ends the message: how the config could have said otherwise).
-static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c,
-                                    StringRef why) {
-  if (c.hiddenSize % c.numHeads != 0)
+/// head_dim = hidden_size // num_attention_heads, as the LLaMA family's
+/// configs take it when head_dim is absent or null (MistralConfig, Qwen2Config
+/// and transformers 4's LlamaConfig floor it; the projections are then
+/// heads x head_dim wide, not hidden_size; transformers 5's LlamaConfig
+/// refuses a hidden_size the heads do not divide).
+static llvm::Error headDimFromHidden(const Fields &f, ModelConfig &c) {
+  if (c.hiddenSize < c.numHeads)
     return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
-                   " is not divisible by num_attention_heads " +
-                   llvm::Twine(c.numHeads) + why);
+                   " is smaller than num_attention_heads " +
+                   llvm::Twine(c.numHeads) +
+                   ", so head_dim = hidden_size // num_attention_heads is 0 "
+                   "(and no 'head_dim' given)");
   BRAID_ASSIGN(c.headDim,
-               f.checkBound("head_dim = hidden_size / num_attention_heads",
+               f.checkBound("head_dim = hidden_size // num_attention_heads",
                             c.hiddenSize / c.numHeads, limits::kMaxHeadDim,
                             /*derived=*/true));
   return llvm::Error::success();
@@ -372,8 +376,7 @@ static llvm::Error parseLlama(const Fields &f, ModelConfig &c) {
                      "(transformers' default, 128, applies only when the "
                      "field is absent)");
     c.headDim = kTransformersQwen3HeadDim;
-  } else if (llvm::Error e =
-                 headDimFromHidden(f, c, " (and no 'head_dim' given)")) {
+  } else if (llvm::Error e = headDimFromHidden(f, c)) {
     return e;
   }
   if (c.headDim % 2 != 0)
@@ -423,7 +426,9 @@ static llvm::Error parseGpt2(const Fields &f, ModelConfig &c) {
       c.layerAttentionScale.push_back(byInverseLayer ? scale / double(i + 1)
                                                      : scale);
     }
-  if (f.has("n_ctx")) {
+  // transformers reads n_positions alone; n_ctx, an older name of it, must
+  // agree only when both are given (alone it is ignored, as there).
+  if (f.has("n_ctx") && f.has("n_positions")) {
     int64_t nCtx;
     BRAID_ASSIGN(nCtx, f.integer("n_ctx", limits::kMaxPositions));
     if (nCtx != c.maxPositions)
@@ -448,7 +453,12 @@ static llvm::Error parseNeox(const Fields &f, ModelConfig &c) {
   c.qkvBias = c.outputBias = bias;
   if (llvm::Error e = readActivation(f, "hidden_act", "gelu", c))
     return e;
-  if (llvm::Error e = headDimFromHidden(f, c, ""))
+  // GPTNeoXConfig refuses heads that do not divide hidden_size.
+  if (c.hiddenSize % c.numHeads != 0)
+    return f.error("hidden_size " + llvm::Twine(c.hiddenSize) +
+                   " is not divisible by num_attention_heads " +
+                   llvm::Twine(c.numHeads));
+  if (llvm::Error e = headDimFromHidden(f, c))
     return e;
   // transformers 4 named RoPE's base and fraction rotary_emb_base and
   // rotary_pct; transformers 5 keeps them as defaults (0.25 of each head).
