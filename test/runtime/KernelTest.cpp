@@ -493,16 +493,20 @@ TEST(AttentionKernel, StoredCacheIsFullAttentionOverTheCachedSequence) {
   FTensor q{{2, s, hq, dh}, values(2 * s * hq * dh, 0.3f)};
   FTensor k{{2, s, hkv, dh}, values(2 * s * row, 1.3f)};
   FTensor v{{2, s, hkv, dh}, values(2 * s * row, 2.1f)};
+  auto params = [&](bool causal, int64_t window) {
+    AttentionParams p;
+    p.causal = causal;
+    p.numHeads = hq;
+    p.numKvHeads = hkv;
+    p.headDim = dh;
+    p.slidingWindow = window;
+    return p;
+  };
   for (bool causal : {true, false})
     for (int64_t window : {int64_t(0), int64_t(3)}) {
       SCOPED_TRACE(::testing::Message() << (causal ? "causal" : "not causal")
                                         << " window " << window);
-      AttentionParams p;
-      p.causal = causal;
-      p.numHeads = hq;
-      p.numKvHeads = hkv;
-      p.headDim = dh;
-      p.slidingWindow = window;
+      AttentionParams p = params(causal, window);
       HostTensor kc = entryK, vc = entryV;     // updated in place
       HostTensor kOut = entryK, vOut = entryV; // updated elsewhere
       std::fill(kOut.bytes.begin(), kOut.bytes.end(), uint8_t(0xff));
@@ -566,15 +570,10 @@ TEST(AttentionKernel, StoredCacheIsFullAttentionOverTheCachedSequence) {
     }
   // Out of range: an error, and neither cache changed.
   HostTensor kc = entryK, vc = entryV;
-  AttentionParams p;
-  p.causal = true;
-  p.numHeads = hq;
-  p.numKvHeads = hkv;
-  p.headDim = dh;
   auto bad = attentionWithStoredCache(
       q, k, v, {kc.shape, DType::BF16, kc.bytes.data(), kc.bytes.data()},
       {vc.shape, DType::BF16, vc.bytes.data(), vc.bytes.data()},
-      ITensor{{2}, {maxS - 1, 0}}, p);
+      ITensor{{2}, {maxS - 1, 0}}, params(true, 0));
   ASSERT_FALSE(bad);
   EXPECT_EQ(kc.bytes, entryK.bytes);
   EXPECT_EQ(vc.bytes, entryV.bytes);
