@@ -407,12 +407,14 @@ Status OpRunner::compute(const plan::Op &op) {
       return StoredCache{shapeOf(updated), tensor(updated).dtype(),
                          storage(entry), storage(updated)};
     };
+    // The loader checked each updated cache's dtype against its cache's
+    // (needSame), not its shape.
     for (auto [entry, updated] :
          {std::pair{operand(3), result(1)}, std::pair{operand(4), result(2)}})
-      if (shapeOf(updated) != shapeOf(entry) ||
-          tensor(updated).dtype() != tensor(entry).dtype())
-        return errorf("attention: updated cache tensor ", updated,
-                      " is not its cache's shape and dtype");
+      if (shapeOf(updated) != shapeOf(entry))
+        return errorf("attention: updated cache tensor ", updated, " is ",
+                      formatShape(shapeOf(updated)), "; its cache is ",
+                      formatShape(shapeOf(entry)));
     return store(result(0),
                  attentionWithStoredCache(
                      loadF(operand(0)), loadF(operand(1)), loadF(operand(2)),

@@ -158,6 +158,38 @@ TEST(Interpreter, KvCachePersistsAcrossSteps) {
             std::vector<float>(8, 0.0f));
 }
 
+// An updated cache of another shape than its cache (the loader checks only
+// their dtypes) is an error naming both shapes, not a write past either.
+TEST(Interpreter, AnUpdatedCacheOfAnotherShapeIsAnError) {
+  PlanBuilder pb(1);
+  int kslot = pb.stateSlot("k_cache", {1, 4, 1, 2});
+  int vslot = pb.stateSlot("v_cache", {1, 4, 1, 2});
+  FnBuilder f = pb.function("decode");
+  int q = f.input("q", {1, 1, 1, 2});
+  int pos = f.input("pos", {1}, DType::I64);
+  int kc = f.state(kslot, pb.plan()), vc = f.state(vslot, pb.plan());
+  int o = f.tensor({1, 1, 1, 2});
+  int kc2 = f.tensor({1, 8, 1, 2}), vc2 = f.tensor({1, 4, 1, 2});
+  plan::OpT &att =
+      f.op(OpCode::Attention, {q, q, q, kc, vc, pos}, {o, kc2, vc2});
+  att.causal = true;
+  att.num_heads = att.num_kv_heads = 1;
+  att.head_dim = 2;
+  f.output("o", o);
+  auto runner = makeRunner(pb);
+  ASSERT_TRUE(runner);
+  auto out = runner->run(
+      "decode", {{{"q", f32({1, 1, 1, 2}, {1, 0})},
+                  {"pos", HostTensor::fromInts(DType::I64, {1}, {0})}}});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find("updated cache tensor " +
+                                        std::to_string(kc2) +
+                                        " is [1, 8, 1, 2]; its cache is "
+                                        "[1, 4, 1, 2]"),
+            std::string::npos)
+      << out.status().message();
+}
+
 TEST(Interpreter, Bf16StorageRoundsOnStore) {
   PlanBuilder pb(1);
   FnBuilder f = pb.function("main");
