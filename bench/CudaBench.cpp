@@ -7,7 +7,8 @@
 //
 // Everything issue 6 asks to measure, in one run on one GPU, as ratios:
 //   1. decode-step latency: CUDA Graph replay vs eager launch of the same
-//      plan, and the graph with tensor-core attention (and PyTorch eager /
+//      plan (the executor's automatic attention kernel), the graph with
+//      each attention kernel forced (tensor cores, split-KV), (PyTorch eager /
 //      CUDA graphs from bench/torch_decode.py, when --torch gives its
 //      result file);
 //   2. launch gaps: step time vs the sum of its ops' times (eager, per-op
@@ -179,13 +180,14 @@ struct StepTimes {
 
 /// Prefill once, then `warmup` + `iters` decode steps at the fixed
 /// position (the KV cache contents do not change the work).
-Expected<StepTimes> timeSteps(const LoadedPlan &loaded, bool graph,
-                              bool profile, const Inputs &in, const Options &o,
-                              bool tensorCore = false) {
+Expected<StepTimes>
+timeSteps(const LoadedPlan &loaded, bool graph, bool profile, const Inputs &in,
+          const Options &o,
+          cu::AttentionKernel attention = cu::AttentionKernel::Auto) {
   cu::ExecutorOptions eo;
   eo.graph = graph;
   eo.profile = profile;
-  eo.tensorCoreAttention = tensorCore;
+  eo.attentionKernel = attention;
   auto runner = cu::CudaRunner::create(loaded, eo);
   if (!runner)
     return runner.status();
@@ -761,7 +763,8 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
       name << (var.perSm == 0 ? "tensor cores (2 blocks/SM): "
                               : "tensor cores: ");
     else
-      name << (var.keyTile == 0 ? "split-KV (default): " : "split-KV: ");
+      name << (var.keyTile == 0 ? "split-KV (its default tiling): "
+                                : "split-KV: ");
     name << t.keyTile << "-key tiles, " << t.rowTile << "-row tiles, "
          << t.splits << " splits of " << t.keysPerSplit << " keys, "
          << t.sharedBytes / 1024.0 << " KiB shared";
@@ -787,7 +790,7 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
             << position << "; a graph of " << copies
             << " launches over distinct caches, median of " << reps
             << ")\n\n| kernel | us | GB/s | % of peak | % of copy | max "
-               "abs diff vs default |\n|---|---|---|---|---|---|\n";
+               "abs diff vs the first row |\n|---|---|---|---|---|---|\n";
   for (const Result &r : results) {
     double gbs = bytes / (r.us * 1e-6) / 1e9;
     std::cout << "| " << r.name << " | " << std::fixed << std::setprecision(2)
@@ -904,11 +907,17 @@ Status run(const Options &o) {
     return times.status();
   const StepTimes *graph = &times->graph, *eager = &times->eager,
                   *profiled = &times->profiled;
-  // The same graph with attention on tensor cores (where it applies).
-  auto tensorCore = timeSteps(*loaded, true, false, in, o, true);
+  // The same graph with each attention kernel forced (the rows above use
+  // the executor's automatic choice, ExecutorOptions::attentionKernel).
+  auto tensorCore =
+      timeSteps(*loaded, true, false, in, o, cu::AttentionKernel::TensorCore);
   if (!tensorCore)
     return errorf("graph, tensor-core attention: ",
                   tensorCore.status().message());
+  auto split =
+      timeSteps(*loaded, true, false, in, o, cu::AttentionKernel::Split);
+  if (!split)
+    return errorf("graph, split-KV attention: ", split.status().message());
 
   double g = median(graph->device), e = median(eager->device);
   std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
@@ -926,7 +935,11 @@ Status run(const Options &o) {
             << "| braid, CUDA Graph, tensor-core attention | "
             << median(tensorCore->device) << " | " << median(tensorCore->host)
             << " | " << std::setprecision(3) << median(tensorCore->device) / g
-            << " |\n";
+            << " |\n"
+            << std::setprecision(4)
+            << "| braid, CUDA Graph, split-KV attention | "
+            << median(split->device) << " | " << median(split->host) << " | "
+            << std::setprecision(3) << median(split->device) / g << " |\n";
   if (torch) {
     double te = (*torch)["eager_ms"].get<double>();
     double tg = (*torch)["graph_ms"].get<double>();
@@ -935,7 +948,7 @@ Status run(const Options &o) {
               << std::setprecision(4) << "| PyTorch, CUDA graph | " << tg
               << " | | " << std::setprecision(3) << tg / g << " |\n";
   }
-  printDifferences(tensorCore->lastDecode, graph->lastDecode,
+  printDifferences(tensorCore->lastDecode, split->lastDecode,
                    "tensor-core attention vs the split kernel, ");
   double opSum = sumMs(profiled->ops);
   std::cout << "\n## Launch gaps (decode step vs the sum of its " 

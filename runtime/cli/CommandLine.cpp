@@ -508,11 +508,14 @@ void CommandLine::addCuda() {
        "launch op by op instead (--profile and --trace need it); the last of "
        "--graph and --eager given wins",
        [this] { o_.graph = false; });
-  flag("--tensor-core-attention",
-       "with --backend cuda: attention on tensor cores where it applies "
-       "(bf16/f16, head_dim 16, 32, 64, 80, 96 or 128); off by default until "
-       "measured against the split kernel on a GPU",
-       [this] { o_.tensorCoreAttention = true; });
+  value("--attention-kernel", "auto|split|tensor-core", "auto",
+        "with --backend cuda: which kernel runs attention where the "
+        "tensor-core one applies (bf16/f16, head_dim 16, 32, 64, 80, 96 or "
+        "128). auto: tensor cores for decode steps over a KV cache of at "
+        "least 256 rows, where an H100 measured them faster",
+        setText(o_.attentionKernel));
+  flag("--tensor-core-attention", "the same as --attention-kernel tensor-core",
+       [this] { o_.attentionKernel = "tensor-core"; });
   flag("--single-gpu-test",
        "TESTS ONLY: run every rank of the plan on one GPU (the first of "
        "--devices, else GPU 0) with the single-GPU test communicator instead "
@@ -594,8 +597,14 @@ Status checkCombinations(const Options &o) {
     return errorf("--iters, --eager and --devices need --backend cuda");
   if (o.singleGpuTest && o.backend != "cuda")
     return errorf("--single-gpu-test needs --backend cuda");
-  if (o.tensorCoreAttention && o.backend != "cuda")
-    return errorf("--tensor-core-attention needs --backend cuda");
+  if (o.attentionKernel != "auto" && o.attentionKernel != "split" &&
+      o.attentionKernel != "tensor-core")
+    return errorf("--attention-kernel '", o.attentionKernel,
+                  "' is unknown; use auto, split or tensor-core");
+  if (o.attentionKernel != "auto" && o.backend != "cuda")
+    return errorf("--attention-kernel ", o.attentionKernel,
+                  " needs --backend cuda (--tensor-core-attention is "
+                  "--attention-kernel tensor-core)");
   if (o.backend == "cuda" && (o.testStuckRank >= 0 || o.testFailingRank >= 0) &&
       !o.singleGpuTest)
     return errorf("--test-fault needs --single-gpu-test");

@@ -71,7 +71,8 @@ struct Options {
   /// --test-fault, a rank that skips its collectives or fails its step.
   bool singleGpuTest = false;
   int testStuckRank = -1, testFailingRank = -1;
-  bool tensorCoreAttention = false; // cuda: the tensor-core attention kernel
+  /// cuda: auto, split or tensor-core (ExecutorOptions::attentionKernel).
+  std::string attentionKernel = "auto";
   bool strict = false;
   std::optional<uint64_t> strictSeed;
   bool verifySchedule = true;

@@ -137,7 +137,10 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     eo.profile = profiling;
     eo.devices = o.devices;
     eo.singleGpuTest = o.singleGpuTest;
-    eo.tensorCoreAttention = o.tensorCoreAttention;
+    eo.attentionKernel =
+        o.attentionKernel == "tensor-core" ? cuda::AttentionKernel::TensorCore
+        : o.attentionKernel == "split"     ? cuda::AttentionKernel::Split
+                                           : cuda::AttentionKernel::Auto;
     eo.testStuckRank = o.testStuckRank;
     eo.testFailingRank = o.testFailingRank;
     auto runner = cuda::CudaRunner::create(plan, eo, processes);

@@ -41,6 +41,23 @@ int64_t product(const Shape &s, size_t begin, size_t end) {
   return p;
 }
 
+/// Whether to ask for tensor cores for an attention op whose queries are
+/// `q` ([batch, seq, heads, head_dim]) and whose KV cache has `cacheRows`
+/// rows (0: no cache). The kernel still runs the split kernel where the
+/// tensor-core one does not apply (dtype, head_dim, alignment).
+bool tensorCoreAttention(AttentionKernel choice, const Shape &q,
+                         int64_t cacheRows) {
+  switch (choice) {
+  case AttentionKernel::Split:
+    return false;
+  case AttentionKernel::TensorCore:
+    return true;
+  case AttentionKernel::Auto:
+    return q.size() == 4 && q[1] == 1 && cacheRows >= kTensorCoreAutoCacheRows;
+  }
+  return false;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -692,12 +709,13 @@ Status CudaRank::prepareFunction(Function &fn) {
       if (code == OpCode::Attention) {
         TensorRef q = ref(fn, op.operands()->Get(0)),
                   k = ref(fn, op.operands()->Get(1));
-        int64_t keyRows = op.operands()->size() == 6
-                              ? ref(fn, op.operands()->Get(3)).shape.at(1)
-                              : q.shape.at(1);
-        size_t bytes = attentionWorkspaceBytes(q.shape, k.shape.at(2), keyRows,
-                                               multiprocessors_, 0, 0,
-                                               options_.tensorCoreAttention);
+        const bool cached = op.operands()->size() == 6;
+        int64_t keyRows =
+            cached ? ref(fn, op.operands()->Get(3)).shape.at(1) : q.shape.at(1);
+        size_t bytes = attentionWorkspaceBytes(
+            q.shape, k.shape.at(2), keyRows, multiprocessors_, 0, 0,
+            tensorCoreAttention(options_.attentionKernel, q.shape,
+                                cached ? keyRows : 0));
         size_t s = size_t(op.stream());
         if (fn.attentionScratchBytes.size() <= s)
           fn.attentionScratchBytes.resize(s + 1, 0);
@@ -922,7 +940,9 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
   case OpCode::Attention: {
     AttentionParams p = cpu::attentionParamsOf(op);
     AttentionWorkspace ws;
-    ws.tensorCore = options_.tensorCoreAttention;
+    ws.tensorCore = tensorCoreAttention(
+        options_.attentionKernel, operand(0).shape,
+        op.operands()->size() == 6 ? operand(3).shape.at(1) : 0);
     if (size_t(op.stream()) < fn.attentionScratch.size()) {
       ws.data = fn.attentionScratch[size_t(op.stream())].get();
       ws.bytes = fn.attentionScratchBytes[size_t(op.stream())];

@@ -49,6 +49,16 @@ namespace braid::rt::cuda {
 
 using TensorMap = std::map<std::string, HostTensor>;
 
+/// The attention kernel choice (ExecutorOptions::attentionKernel).
+enum class AttentionKernel { Auto, Split, TensorCore };
+
+/// Auto's smallest KV cache for tensor cores. On an H100 the decode op over
+/// caches of 256, 1024, 2048 and 4096 rows took 13 to 26% less time on
+/// tensor cores (docs/benchmarks.md). Below 256 rows the op was not timed
+/// alone (whole steps of plans with 16 to 64 rows differ by less than their
+/// run-to-run spread), so the split kernel, the older one, stays there.
+constexpr int64_t kTensorCoreAutoCacheRows = 256;
+
 struct ExecutorOptions {
   bool graph = true;   // replay CUDA Graphs (false: eager stream launch)
   /// Refuse a step whose sends, receives and collectives do not match
@@ -67,10 +77,14 @@ struct ExecutorOptions {
   /// decided by braid-fuse-compute) inside its cuBLASLt GEMM; off, or when
   /// cuBLASLt has no algorithm for it: as kernels after the GEMM.
   bool fuseEpilogues = true;
-  /// Attention on tensor cores (AttentionTensorCore.cuh) where it applies
-  /// (bf16/f16, head_dim 16 to 128 in steps the kernel is built for);
-  /// off by default until a GPU has measured it against the split kernel.
-  bool tensorCoreAttention = false;
+  /// Which kernel runs attention where the tensor-core one
+  /// (AttentionTensorCore.cuh) applies: bf16/f16, head_dim 16 to 128 in the
+  /// steps it is built for. Elsewhere the split kernel runs whatever this
+  /// says. Auto: tensor cores for a decode step (one query per sequence)
+  /// over a KV cache of at least kTensorCoreAutoCacheRows rows, where an
+  /// H100 measured them faster (docs/benchmarks.md); the split kernel
+  /// otherwise.
+  AttentionKernel attentionKernel = AttentionKernel::Auto;
   /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
   /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses
   /// two ranks on one GPU.
