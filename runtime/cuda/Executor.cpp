@@ -41,23 +41,6 @@ int64_t product(const Shape &s, size_t begin, size_t end) {
   return p;
 }
 
-/// Whether to ask for tensor cores for an attention op whose queries are
-/// `q` ([batch, seq, heads, head_dim]) and whose KV cache has `cacheRows`
-/// rows (0: no cache). The kernel still runs the split kernel where the
-/// tensor-core one does not apply (dtype, head_dim, alignment).
-bool tensorCoreAttention(AttentionKernel choice, const Shape &q,
-                         int64_t cacheRows) {
-  switch (choice) {
-  case AttentionKernel::Split:
-    return false;
-  case AttentionKernel::TensorCore:
-    return true;
-  case AttentionKernel::Auto:
-    return q.size() == 4 && q[1] == 1 && cacheRows >= kTensorCoreAutoCacheRows;
-  }
-  return false;
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//

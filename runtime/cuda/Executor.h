@@ -39,6 +39,7 @@
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
 #include "runtime/Threads.h"
+#include "runtime/cuda/AttentionChoice.h"
 
 #include <map>
 #include <memory>
@@ -48,16 +49,6 @@
 namespace braid::rt::cuda {
 
 using TensorMap = std::map<std::string, HostTensor>;
-
-/// The attention kernel choice (ExecutorOptions::attentionKernel).
-enum class AttentionKernel { Auto, Split, TensorCore };
-
-/// Auto's smallest KV cache for tensor cores. On an H100 the decode op over
-/// caches of 256, 1024, 2048 and 4096 rows took 13 to 26% less time on
-/// tensor cores (docs/benchmarks.md). Below 256 rows the op was not timed
-/// alone (whole steps of plans with 16 to 64 rows differ by less than their
-/// run-to-run spread), so the split kernel, the older one, stays there.
-constexpr int64_t kTensorCoreAutoCacheRows = 256;
 
 struct ExecutorOptions {
   bool graph = true;   // replay CUDA Graphs (false: eager stream launch)
