@@ -1057,9 +1057,10 @@ Shape braid::rt::tensorShape(const plan::Tensor &t) {
 // The FlatBuffers Verifier (2.0.8, and later versions alike) checks that a
 // vector's length prefix is 4-byte aligned and that its bytes are inside the
 // buffer, but not that its elements are aligned for their type. A corrupted
-// plan can therefore place a [long] vector at an address that is 4 but not 8
-// modulo 8, and every read of it (toShape, offsets, sizes) is a misaligned
-// int64 load: undefined behavior, a fault on strict-alignment targets.
+// plan can therefore place a [long] or [double] vector at an address that is
+// 4 but not 8 modulo 8, and every read of it (toShape, offsets, sizes,
+// rope_inv_freq) is a misaligned 8-byte load: undefined behavior, a fault on
+// strict-alignment targets.
 // FlatBufferBuilder always aligns non-empty vectors to their element size,
 // so this rejects only corrupted plans. Checked before any element is read.
 // An empty vector (a scalar's shape) has no element to read, and the
@@ -1097,6 +1098,9 @@ static Status checkVectorAlignment(const braid::plan::Plan &root) {
           if (!alignedVector(op->offsets()) || !alignedVector(op->sizes()))
             return misaligned(fn + "op " + std::to_string(i) +
                               " offsets/sizes");
+          if (!alignedVector(op->rope_inv_freq()))
+            return misaligned(fn + "op " + std::to_string(i) +
+                              " rope_inv_freq");
         }
     }
   return Status::ok();
