@@ -799,6 +799,27 @@ TEST(PlanLoader, AcceptsEveryMatmulForm) {
   }
 }
 
+namespace {
+/// A one-element [T] vector {value} the FlatBuffers Verifier accepts,
+/// faked inside a 16-byte blob with its length prefix `shift` bytes in:
+/// shifts 0 and 4 leave the element 8-byte aligned in one case and not in
+/// the other (which one depends on where the builder put the blob).
+template <typename T>
+flatbuffers::Offset<flatbuffers::Vector<T>>
+fakeVector(flatbuffers::FlatBufferBuilder &fbb, int shift, T value) {
+  static_assert(sizeof(T) == 8, "the blob holds one 8-byte element");
+  std::vector<uint8_t> blob(16, 0); // same size for every shift
+  uint32_t length = 1;
+  std::memcpy(blob.data() + shift, &length, 4);
+  std::memcpy(blob.data() + shift + 4, &value, 8);
+  // Builder offsets count from the end of the buffer; the blob's data
+  // starts 4 bytes (its own length prefix) after its offset.
+  flatbuffers::uoffset_t blobAt = fbb.CreateVector(blob).o;
+  return flatbuffers::Offset<flatbuffers::Vector<T>>(
+      blobAt - 4 - flatbuffers::uoffset_t(shift));
+}
+} // namespace
+
 TEST(PlanLoader, RejectsMisalignedLongVector) {
   // Found by fuzz/PlanLoaderFuzzer.cpp (UBSan: misaligned int64 load in
   // toShape). The FlatBuffers Verifier checks that a vector's 4-byte length
@@ -808,16 +829,7 @@ TEST(PlanLoader, RejectsMisalignedLongVector) {
   int misaligned = 0;
   for (int shift : {0, 4}) {
     flatbuffers::FlatBufferBuilder fbb;
-    std::vector<uint8_t> blob(16, 0); // same size for both shifts
-    uint32_t length = 1;
-    int64_t dim = 2;
-    std::memcpy(blob.data() + shift, &length, 4);
-    std::memcpy(blob.data() + shift + 4, &dim, 8);
-    // Builder offsets count from the end of the buffer; the blob's data
-    // starts 4 bytes (its own length prefix) after its offset.
-    flatbuffers::uoffset_t blobAt = fbb.CreateVector(blob).o;
-    flatbuffers::Offset<flatbuffers::Vector<int64_t>> fake(
-        blobAt - 4 - flatbuffers::uoffset_t(shift));
+    auto fake = fakeVector<int64_t>(fbb, shift, 2);
     auto tensor = plan::CreateTensor(fbb, 0, 0, fake, plan::DType::F32,
                                      plan::TensorKind::Activation, -1, 0, 8);
     auto fn = plan::CreateFunction(fbb, fbb.CreateString("main"),
@@ -857,14 +869,7 @@ TEST(PlanLoader, RejectsMisalignedDoubleVector) {
   int misaligned = 0;
   for (int shift : {0, 4}) {
     flatbuffers::FlatBufferBuilder fbb;
-    std::vector<uint8_t> blob(16, 0);
-    uint32_t length = 1;
-    double freq = 0.5;
-    std::memcpy(blob.data() + shift, &length, 4);
-    std::memcpy(blob.data() + shift + 4, &freq, 8);
-    flatbuffers::uoffset_t blobAt = fbb.CreateVector(blob).o;
-    flatbuffers::Offset<flatbuffers::Vector<double>> fake(
-        blobAt - 4 - flatbuffers::uoffset_t(shift));
+    auto fake = fakeVector<double>(fbb, shift, 0.5);
     plan::OpBuilder ob(fbb);
     ob.add_opcode(plan::OpCode::Rope);
     ob.add_rope_inv_freq(fake);
