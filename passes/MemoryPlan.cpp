@@ -4,6 +4,7 @@
 #include "dialect/BraidOps.h"
 #include "dialect/Diagnostics.h"
 #include "dialect/ShapeChecks.h"
+#include "passes/analysis/PointToPointGroups.h"
 #include "runtime/CheckedMath.h"
 #include "runtime/Views.h"
 
@@ -124,17 +125,29 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
   for (auto [i, op] : llvm::enumerate(body))
     position[&op] = int(i);
   int end = int(body.getOperations().size()) - 1; // the terminator
+  // Sends and receives issued as one group run together: each reads its
+  // operands and writes its results from the group's first op to its last.
+  PointToPointGroups groups = findPointToPointGroups(body);
+  auto groupFirst = [&](Operation *op) {
+    auto it = groups.find(op);
+    return position.lookup(it == groups.end() ? op : it->second.first);
+  };
+  auto groupLast = [&](Operation *op) {
+    auto it = groups.find(op);
+    return position.lookup(it == groups.end() ? op : it->second.second);
+  };
 
   // Point from which each value's buffer is live: its definition, except a
-  // wait's payload, which the collective writes from its start onward.
+  // wait's payload, which the collective writes from its start onward, and
+  // a grouped receive's, from its group's start.
   auto defPoint = [&](Value v) -> int {
     if (isa<BlockArgument>(v))
       return -1;
     Operation *def = v.getDefiningOp();
     if (auto wait = dyn_cast<WaitOp>(def))
       if (Operation *start = wait.getHandle().getDefiningOp())
-        return position.lookup(start);
-    return position.lookup(def);
+        return groupFirst(start);
+    return groupFirst(def);
   };
 
   // Views share their root's buffer: its lifetime takes their uses.
@@ -172,10 +185,13 @@ mlir::braid::computeLifetimes(func::FuncOp func, int64_t alignment) {
             life.uses.push_back(position.lookup(waitOp));
           continue;
         }
-        life.uses.push_back(position.lookup(user));
+        life.uses.push_back(groupLast(user));
       }
     };
     addUses(v);
+    // A grouped receive writes its result until its group's last op.
+    if (Operation *def = v.getDefiningOp(); def && groups.count(def))
+      life.uses.push_back(groupLast(def));
     // A collective writes its payload until its wait, read or not.
     if (auto wait = dyn_cast_or_null<WaitOp>(v.getDefiningOp()))
       life.uses.push_back(position.lookup(wait));

@@ -91,6 +91,20 @@ struct BraidVerifySchedulePass
                "its operand";
       return;
     }
+    if (c.kind == sched::Conflict::Race && s.groupLast[size_t(c.first)] >= 0 &&
+        size_t(c.second) < s.groupLast.size() &&
+        s.groupLast[size_t(c.first)] == s.groupLast[size_t(c.second)]) {
+      InFlightDiagnostic d = emitOpErrorAt(second);
+      d << "runs concurrently with '" << first->getName()
+        << "': adjacent sends and receives on one stream and group are "
+           "issued as one group (runtime/P2PGroups.h), and both access bytes ["
+        << c.access.begin << ", " << c.access.end << ") of "
+        << s.describeSpace(c.access.space)
+        << " with at least one writing; give them distinct buffers or "
+           "separate them";
+      d.attachNote(first->getLoc()) << "the other member of the group";
+      return;
+    }
     InFlightDiagnostic d = emitOpErrorAt(second);
     d << "on stream " << streamOf(c.second)
       << (c.kind == sched::Conflict::Clobber ? " reads a value clobbered by '"

@@ -2,6 +2,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/CheckedMath.h"
 #include "runtime/HostTensor.h"
+#include "runtime/P2PGroups.h"
 #include "runtime/ScheduleCheck.h"
 #include "runtime/Views.h"
 #include "runtime/cpu/ShapeRules.h"
@@ -1331,9 +1332,18 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (op->opcode() == OpCode::Wait)
       waitOf[size_t(op->handle())] = int(i);
   }
+  // Adjacent sends and receives issued as one group run concurrently
+  // (P2PGroups.h): a sync member's accesses are in flight until the
+  // group's last member, its results written by then.
+  std::vector<int> groupLast(n, -1);
+  std::vector<int> ends = p2pGroupEnds(f);
+  for (unsigned i = 0; i < n; ++i)
+    if (ends[i] >= 0)
+      for (int j = int(i); j < ends[i]; ++j)
+        groupLast[size_t(j)] = ends[i] - 1;
   // The op whose write each tensor's readers must see: its producer, the
-  // wait for an async payload, -1 for entry tensors.
-  // A placed view's readers see its operand's writer.
+  // wait for an async payload, the last member of a sync member's group,
+  // -1 for entry tensors. A placed view's readers see its operand's writer.
   std::vector<int> writer(f.tensors() ? f.tensors()->size() : 0, -1);
   std::vector<bool> view(n, false);
   for (unsigned i = 0; i < n; ++i) {
@@ -1344,7 +1354,7 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
         writer[size_t(t)] = view[i] ? writer[size_t(op->operands()->Get(0))]
                             : arityOf(op->opcode()).asyncStart
                                 ? waitOf[size_t(op->handle())]
-                                : int(i);
+                                : std::max(int(i), groupLast[i]);
   }
   auto location = [&](int t, bool write) -> std::optional<sched::Access> {
     const braid::plan::Tensor *x = f.tensors()->Get(unsigned(t));
@@ -1397,10 +1407,14 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     if (start) {
       startOf[size_t(op->handle())] = int(i);
       acc.inFlightUntil = waitOf[size_t(op->handle())];
+    } else if (groupLast[i] > int(i)) {
+      acc.inFlightUntil = groupLast[i];
     }
     if (arityOf(op->opcode()).collective)
-      collectives.push_back(
-          {int(i), start ? waitOf[size_t(op->handle())] : int(i), op->group()});
+      collectives.push_back({int(i),
+                             start ? waitOf[size_t(op->handle())]
+                                   : std::max(int(i), groupLast[i]),
+                             op->group()});
     if (op->record_events())
       for (int e : *op->record_events())
         lastRecorder[size_t(e)] = int(i);
@@ -1478,6 +1492,15 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
     return errorf("function '", f.name()->str(), "': ", name(c.first),
                   " overwrites ", bytes, " before ", name(c.second),
                   " reads the value they held (a buffer reused too early)");
+  if (c.kind == sched::Conflict::Race && size_t(c.second) < groupLast.size() &&
+      groupLast[size_t(c.first)] >= 0 &&
+      groupLast[size_t(c.first)] == groupLast[size_t(c.second)])
+    return errorf("function '", f.name()->str(), "': ", name(c.first), " and ",
+                  name(c.second),
+                  " are adjacent sends and receives on one stream and group, "
+                  "issued as one group that runs them concurrently: both "
+                  "access ",
+                  bytes, " and at least one writes");
   std::string what =
       c.kind == sched::Conflict::Race
           ? "both access " + bytes + " and at least one writes"

@@ -1,5 +1,6 @@
 //===- ScheduleAnalysis.cpp - IR view for happens-before and races --------===//
 #include "passes/analysis/ScheduleAnalysis.h"
+#include "passes/analysis/PointToPointGroups.h"
 
 #include "dialect/BraidOps.h"
 
@@ -108,6 +109,18 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
   }
   s.sched.resize(s.ops.size());
   s.accesses.resize(s.ops.size());
+  s.groupLast.assign(s.ops.size(), -1);
+  for (const auto &[member, span] : findPointToPointGroups(body))
+    s.groupLast[size_t(s.index.lookup(member))] = s.index.lookup(span.second);
+  // Where a value's readers find it written: its producer, or the last
+  // member of the group a sync send or receive is issued in.
+  auto writtenAt = [&](Operation *def) {
+    int i = s.index.lookup_or(def, -1);
+    if (i >= 0 && s.groupLast[size_t(i)] > i &&
+        !def->hasTrait<OpTrait::BraidAsyncStart>())
+      return s.groupLast[size_t(i)];
+    return i;
+  };
   llvm::StringMap<int64_t> groupIds;
   std::vector<int> lastOfStream;
   for (auto [i, op] : llvm::enumerate(s.ops)) {
@@ -138,7 +151,7 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
       if (auto a = location(v)) {
         // The read must see its producer's write (entry values: none).
         Operation *def = owner(v).getDefiningOp();
-        a->expectWriter = def ? s.index.lookup_or(def, -1) : -1;
+        a->expectWriter = def ? writtenAt(def) : -1;
         a->inPlace = inPlace;
         acc.accesses.push_back(*a);
       }
@@ -177,6 +190,10 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
         acc.inFlightUntil = use.end;
         for (Value r : waitOp->getResults())
           write(r);
+      } else if (s.groupLast[i] > int(i)) {
+        // Issued with the rest of its group: it runs until the group does.
+        use.end = s.groupLast[i];
+        acc.inFlightUntil = use.end;
       }
       s.collectives.push_back(use);
     }

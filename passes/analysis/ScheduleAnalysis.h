@@ -39,6 +39,10 @@ struct FunctionSchedule {
   std::vector<::braid::sched::SchedOp> sched;
   std::vector<::braid::sched::OpAccesses> accesses;
   std::vector<::braid::sched::CollectiveUse> collectives;
+  /// Per op: the last member of the point-to-point group it is issued in
+  /// (PointToPointGroups.h), -1 when it is not in one. A member's accesses
+  /// are in flight until then, and its results written by then.
+  std::vector<int> groupLast;
   /// The arguments that are not state, with their bytes: the runtime
   /// copies them in before the first op (sched::firstEntryOverlap).
   SmallVector<BlockArgument> entryArguments;

@@ -531,6 +531,61 @@ TEST(PlanLoader, RejectsAnOpOverlappingItself) {
   EXPECT_CONTAINS(loadError(half), "op 0 (add, stream 0) writes bytes");
 }
 
+// Adjacent sends and receives on one stream and group are issued as one
+// group (P2PGroups.h) and run concurrently: a receive may not land on bytes
+// a send of its group reads, nor two receives of a group on the same bytes.
+// The same receive after another op (a separate group) may.
+TEST(PlanLoader, RejectsAGroupedReceiveOverBytesItsGroupUses) {
+  enum Layout { Apart, OverTheSend, OverTheOtherReceive, SendThenAdd };
+  auto build = [](Layout layout) {
+    PlanBuilder pb(2);
+    pb.group("tp", 2);
+    FnBuilder f = pb.function("main");
+    int x = f.input("x", {2, 8}); // 64 bytes
+    int r0 = f.tensor({2, 8}), r1 = f.tensor({2, 8}), z = f.tensor({2, 8});
+    auto p2p = [&](OpCode code, std::vector<int> in, std::vector<int> out,
+                   int peer) {
+      plan::OpT &op = f.op(code, std::move(in), std::move(out));
+      op.group = 0;
+      op.peer = peer;
+    };
+    p2p(OpCode::Send, {x}, {}, 0);
+    p2p(OpCode::Send, {x}, {}, 1);
+    if (layout == SendThenAdd) // ends the group: the sends have completed
+      f.op(OpCode::Add, {x, x}, {z});
+    p2p(OpCode::Recv, {}, {r0}, 0);
+    p2p(OpCode::Recv, {}, {r1}, 1);
+    if (layout != SendThenAdd)
+      f.op(OpCode::Add, {r0, r1}, {z});
+    f.output("z", z);
+    plan::FunctionT &fn = *pb.plan().functions[0];
+    fn.tensors[size_t(x)]->buffer_offset = 0;
+    fn.tensors[size_t(r0)]->buffer_offset =
+        layout == OverTheSend || layout == SendThenAdd ? 0 : 256;
+    fn.tensors[size_t(r1)]->buffer_offset =
+        layout == OverTheOtherReceive ? 256 : 512;
+    fn.tensors[size_t(z)]->buffer_offset = 768;
+    fn.arena_size = std::max<int64_t>(fn.arena_size, 1024);
+    return pb;
+  };
+  PlanBuilder apart = build(Apart);
+  auto loaded = loadPlan(apart.finish());
+  EXPECT_TRUE(loaded) << loaded.status().message();
+  PlanBuilder overSend = build(OverTheSend);
+  EXPECT_CONTAINS(loadError(overSend),
+                  "op 0 (send, stream 0) and op 2 (recv, stream 0) are "
+                  "adjacent sends and receives on one stream and group, "
+                  "issued as one group that runs them concurrently: both "
+                  "access bytes [0, 64) of the arena");
+  PlanBuilder overRecv = build(OverTheOtherReceive);
+  EXPECT_CONTAINS(loadError(overRecv),
+                  "op 2 (recv, stream 0) and op 3 (recv, stream 0) are "
+                  "adjacent sends and receives");
+  PlanBuilder separate = build(SendThenAdd);
+  loaded = loadPlan(separate.finish());
+  EXPECT_TRUE(loaded) << loaded.status().message();
+}
+
 // The inputs are copied in before the first op: two that share bytes
 // would overwrite each other where no op's access shows it.
 TEST(PlanLoader, RejectsInputsSharingBytes) {
