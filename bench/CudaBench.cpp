@@ -176,6 +176,7 @@ struct StepTimes {
   std::vector<OpTime> ops; // with profiling: the last timed decode step
   std::vector<OpTime> prefillOps;
   cu::TensorMap lastDecode; // the last decode step's outputs
+  double prefillMs = 0;     // the prefill step's device time
 };
 
 /// Prefill once, then `warmup` + `iters` decode steps at the fixed
@@ -183,11 +184,13 @@ struct StepTimes {
 Expected<StepTimes>
 timeSteps(const LoadedPlan &loaded, bool graph, bool profile, const Inputs &in,
           const Options &o,
-          cu::AttentionKernel attention = cu::AttentionKernel::Auto) {
+          cu::AttentionKernel attention = cu::AttentionKernel::Auto,
+          int gemmAutotune = 0) {
   cu::ExecutorOptions eo;
   eo.graph = graph;
   eo.profile = profile;
   eo.attentionKernel = attention;
+  eo.gemmAutotune = gemmAutotune;
   auto runner = cu::CudaRunner::create(loaded, eo);
   if (!runner)
     return runner.status();
@@ -196,6 +199,7 @@ timeSteps(const LoadedPlan &loaded, bool graph, bool profile, const Inputs &in,
   if (!pre)
     return errorf("prefill: ", pre.status().message());
   t.prefillOps = (*runner)->lastProfile();
+  t.prefillMs = (*runner)->lastTiming().deviceMs;
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     auto out = (*runner)->run("decode", {in.decode});
     if (!out)
@@ -918,6 +922,12 @@ Status run(const Options &o) {
       timeSteps(*loaded, true, false, in, o, cu::AttentionKernel::Split);
   if (!split)
     return errorf("graph, split-KV attention: ", split.status().message());
+  // And with every GEMM autotuned (ExecutorOptions::gemmAutotune).
+  constexpr int kTuneCandidates = 8;
+  auto tuned = timeSteps(*loaded, true, false, in, o, cu::AttentionKernel::Auto,
+                         kTuneCandidates);
+  if (!tuned)
+    return errorf("graph, GEMMs autotuned: ", tuned.status().message());
 
   double g = median(graph->device), e = median(eager->device);
   std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
@@ -939,7 +949,11 @@ Status run(const Options &o) {
             << std::setprecision(4)
             << "| braid, CUDA Graph, split-KV attention | "
             << median(split->device) << " | " << median(split->host) << " | "
-            << std::setprecision(3) << median(split->device) / g << " |\n";
+            << std::setprecision(3) << median(split->device) / g << " |\n"
+            << std::setprecision(4) << "| braid, CUDA Graph, GEMMs autotuned ("
+            << kTuneCandidates << " candidates) | " << median(tuned->device)
+            << " | " << median(tuned->host) << " | " << std::setprecision(3)
+            << median(tuned->device) / g << " |\n";
   if (torch) {
     double te = (*torch)["eager_ms"].get<double>();
     double tg = (*torch)["graph_ms"].get<double>();
@@ -950,6 +964,15 @@ Status run(const Options &o) {
   }
   printDifferences(tensorCore->lastDecode, split->lastDecode,
                    "tensor-core attention vs the split kernel, ");
+  // Prefill is where the heuristic's GEMM choice was furthest off the best
+  // (the GEMM table below); one prefill each, so a single sample.
+  std::cout << "\nPrefill (one step, CUDA Graph, device time): "
+            << std::setprecision(4) << graph->prefillMs
+            << " ms with the heuristic's GEMMs, " << tuned->prefillMs
+            << " ms autotuned (" << std::setprecision(3)
+            << tuned->prefillMs / graph->prefillMs << "x)\n";
+  printDifferences(tuned->lastDecode, graph->lastDecode,
+                   "GEMMs autotuned vs the heuristic's, ");
   double opSum = sumMs(profiled->ops);
   std::cout << "\n## Launch gaps (decode step vs the sum of its " 
             << profiled->ops.size() << " ops' times, eager with per-op "

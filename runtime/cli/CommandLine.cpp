@@ -516,6 +516,11 @@ void CommandLine::addCuda() {
         setText(o_.attentionKernel));
   flag("--tensor-core-attention", "the same as --attention-kernel tensor-core",
        [this] { o_.attentionKernel = "tensor-core"; });
+  value("--gemm-autotune", "N", "0",
+        "with --backend cuda: at set-up, time up to N of cuBLASLt's "
+        "algorithms for each distinct GEMM and keep the fastest (0 or 1: "
+        "cuBLASLt's first heuristic choice); at most 64",
+        setNumber("--gemm-autotune", o_.gemmAutotune));
   flag("--single-gpu-test",
        "TESTS ONLY: run every rank of the plan on one GPU (the first of "
        "--devices, else GPU 0) with the single-GPU test communicator instead "
@@ -605,6 +610,10 @@ Status checkCombinations(const Options &o) {
     return errorf("--attention-kernel ", o.attentionKernel,
                   " needs --backend cuda (--tensor-core-attention is "
                   "--attention-kernel tensor-core)");
+  if (o.gemmAutotune < 0 || o.gemmAutotune > 64)
+    return errorf("--gemm-autotune must be in [0, 64], got ", o.gemmAutotune);
+  if (o.gemmAutotune > 1 && o.backend != "cuda")
+    return errorf("--gemm-autotune needs --backend cuda");
   if (o.backend == "cuda" && (o.testStuckRank >= 0 || o.testFailingRank >= 0) &&
       !o.singleGpuTest)
     return errorf("--test-fault needs --single-gpu-test");

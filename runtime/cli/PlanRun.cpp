@@ -141,6 +141,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
         o.attentionKernel == "tensor-core" ? cuda::AttentionKernel::TensorCore
         : o.attentionKernel == "split"     ? cuda::AttentionKernel::Split
                                            : cuda::AttentionKernel::Auto;
+    eo.gemmAutotune = o.gemmAutotune;
     eo.testStuckRank = o.testStuckRank;
     eo.testFailingRank = o.testFailingRank;
     auto runner = cuda::CudaRunner::create(plan, eo, processes);

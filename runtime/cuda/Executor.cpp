@@ -274,6 +274,14 @@ private:
   };
 
   Status prepareFunction(Function &fn);
+  /// The GEMM plan of matmul op `index` of `fn` for `shape` and `align`:
+  /// cuBLASLt's heuristic choice, or with options_.gemmAutotune > 1 the
+  /// fastest of that many candidates, timed once per (shape, alignment) on
+  /// the op's parameters and zeroed stand-ins for its other operands and
+  /// its result (their bytes may not be written yet, or must not change).
+  Expected<GemmPlan> chooseGemm(Function &fn, const plan::Op &op,
+                                const GemmShape &shape,
+                                const GemmAlignment &align);
   /// Enqueues the step (capturing its graph the first time, in graph
   /// mode) between start_ and stop_ on stream 0.
   Status launchStep(Function &fn, StepTiming &timing,
@@ -342,6 +350,9 @@ private:
   /// GEMM (null elsewhere): concurrent split-K GEMMs never share one.
   CublasLtHandle lt_;
   std::vector<DeviceMemory> workspaces_; // by stream
+  /// ExecutorOptions::gemmAutotune's choices, by shape and alignment
+  /// (gemmTuningKey): every function's GEMMs of one kind are timed once.
+  std::map<std::vector<int64_t>, GemmPlan> tunedGemms_;
   std::optional<DeviceErrorFlag> errors_;
   Event start_, stop_;
   std::chrono::steady_clock::time_point stepStart_; // the timeout's origin
@@ -551,6 +562,86 @@ Status CudaRank::warmUpComms(const std::atomic<bool> &stop) {
   return Status::ok();
 }
 
+static std::vector<int64_t> gemmTuningKey(const GemmShape &s,
+                                          const GemmAlignment &a) {
+  return {s.batch,      s.m,          s.n,        s.k,
+          s.transposeA, s.transposeB, s.batchedB, int64_t(s.dtype),
+          s.bias,       s.gelu,       s.residual, a.a,
+          a.b,          a.c,          a.bias,     a.residual};
+}
+
+Expected<GemmPlan> CudaRank::chooseGemm(Function &fn, const plan::Op &op,
+                                        const GemmShape &shape,
+                                        const GemmAlignment &align) {
+  if (options_.gemmAutotune <= 1)
+    return GemmPlan::create(lt_.get(), shape, options_.gemmWorkspaceBytes,
+                            align);
+  std::vector<int64_t> key = gemmTuningKey(shape, align);
+  if (auto it = tunedGemms_.find(key); it != tunedGemms_.end())
+    return it->second;
+  // Parameters and state hold their values already; arena tensors may not
+  // be written yet (a tool such as initcheck would flag reading them), so
+  // zeroed buffers stand in, as for the result. cudaMalloc's 256-byte
+  // alignment satisfies any the plan was made for.
+  std::vector<DeviceMemory> standIns;
+  auto zeroed = [&](size_t bytes) -> Expected<void *> {
+    DeviceMemory mem;
+    BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(bytes, 1)));
+    BRAID_CUDA_CHECK(cudaMemset(mem.get(), 0, bytes));
+    standIns.push_back(std::move(mem));
+    return standIns.back().get();
+  };
+  auto operand = [&](unsigned k) -> Expected<const void *> {
+    int t = op.operands()->Get(k);
+    switch (fn.f->tensors()->Get(unsigned(t))->kind()) {
+    case TensorKind::Parameter:
+    case TensorKind::PackedParameter:
+    case TensorKind::State:
+      return static_cast<const void *>(fn.ptr[size_t(t)]);
+    default: {
+      auto mem = zeroed(bytesOf(ref(fn, t)));
+      if (!mem)
+        return mem.status();
+      return static_cast<const void *>(*mem);
+    }
+    }
+  };
+  GemmPlan::Operands x;
+  auto a = operand(0), b = operand(1);
+  if (!a)
+    return a.status();
+  if (!b)
+    return b.status();
+  x.a = *a;
+  x.b = *b;
+  if (shape.bias || shape.residual) {
+    auto extra = operand(2);
+    if (!extra)
+      return extra.status();
+    (shape.bias ? x.bias : x.residual) = *extra;
+    if (shape.bias && shape.residual) {
+      auto residual = operand(3);
+      if (!residual)
+        return residual.status();
+      x.residual = *residual;
+    }
+  }
+  auto c = zeroed(bytesOf(ref(fn, op.results()->Get(0))));
+  if (!c)
+    return c.status();
+  x.c = *c;
+  // Timed on stream 0 with its own stream's workspace (nothing else runs
+  // during set-up).
+  void *workspace = workspaces_[size_t(op.stream())].get();
+  auto best = GemmPlan::fastest(
+      lt_.get(), shape, workspace ? options_.gemmWorkspaceBytes : 0,
+      options_.gemmAutotune, align, x, workspace, streams_[0].get());
+  if (!best)
+    return best.status();
+  tunedGemms_.emplace(std::move(key), *best);
+  return best;
+}
+
 Status CudaRank::prepareFunction(Function &fn) {
   const plan::Function &f = *fn.f;
   std::string where = "function '" + f.name()->str() + "': ";
@@ -674,16 +765,14 @@ Status CudaRank::prepareFunction(Function &fn) {
           if (fused.residual)
             fusedAlign.residual = addressAlignment(
                 fn.ptr[size_t(op.operands()->Get(fused.bias ? 3 : 2))]);
-          auto gemm = GemmPlan::create(lt_.get(), fused,
-                                       options_.gemmWorkspaceBytes, fusedAlign);
+          auto gemm = chooseGemm(fn, op, fused, fusedAlign);
           if (gemm) {
             fn.epilogueInGemm.insert(int(i));
             fn.gemms.emplace(int(i), std::move(*gemm));
           }
         }
         if (!fn.gemms.count(int(i))) {
-          auto gemm = GemmPlan::create(lt_.get(), *shape,
-                                       options_.gemmWorkspaceBytes, align);
+          auto gemm = chooseGemm(fn, op, *shape, align);
           if (!gemm)
             return errorf(where, "op ", i, ": ", gemm.status().message());
           fn.gemms.emplace(int(i), std::move(*gemm));

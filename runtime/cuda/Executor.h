@@ -76,6 +76,13 @@ struct ExecutorOptions {
   /// H100 measured them faster (docs/benchmarks.md); the split kernel
   /// otherwise.
   AttentionKernel attentionKernel = AttentionKernel::Auto;
+  /// 0 or 1: each GEMM runs cuBLASLt's first heuristic choice. N > 1: at
+  /// set-up each distinct GEMM (shape, epilogue, operand alignment) times up
+  /// to N of the heuristic's algorithms and keeps the fastest
+  /// (GemmPlan::fastest): the heuristic measured up to 1.18x off the best
+  /// on prefill shapes (docs/benchmarks.md). Results differ from the
+  /// heuristic's within the GEMM's rounding (another split-K or tiling).
+  int gemmAutotune = 0;
   /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
   /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses
   /// two ranks on one GPU.

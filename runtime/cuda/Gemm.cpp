@@ -3,6 +3,9 @@
 #include "runtime/cpu/ShapeRules.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/LibraryCheck.h"
+#include "runtime/cuda/Resources.h"
+
+#include <cmath>
 
 #include <limits>
 #include <utility>
@@ -222,6 +225,48 @@ GemmPlan::candidates(cublasLtHandle_t handle, const GemmShape &s,
     return errorf("matmul: cuBLASLt has no algorithm for batch ", s.batch,
                   " M=", s.m, " N=", s.n, " K=", s.k, " ", dtypeName(s.dtype));
   return plans;
+}
+
+Expected<GemmPlan> GemmPlan::fastest(cublasLtHandle_t handle,
+                                     const GemmShape &s, size_t workspaceBytes,
+                                     int count, const GemmAlignment &align,
+                                     const Operands &x, void *workspace,
+                                     cudaStream_t stream, int iters) {
+  auto plans = candidates(handle, s, workspaceBytes, count, align);
+  if (!plans)
+    return plans.status();
+  if (plans->size() == 1 || iters < 1)
+    return std::move(plans->front());
+  Event start, stop;
+  BRAID_CUDA_CHECK(cudaEventCreate(start.out()));
+  BRAID_CUDA_CHECK(cudaEventCreate(stop.out()));
+  size_t best = 0;
+  float bestMs = INFINITY;
+  for (size_t i = 0; i < plans->size(); ++i) {
+    const GemmPlan &p = (*plans)[i];
+    auto once = [&] {
+      return p.run(handle, x.a, x.b, x.c, workspace, workspaceBytes, stream,
+                   x.bias, x.residual);
+    };
+    // An algorithm the heuristic offers may still refuse these operands:
+    // it is not a candidate then. Its refusal is a host-side status;
+    // nothing was enqueued.
+    if (!once())
+      continue;
+    BRAID_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    Status ran = Status::ok();
+    for (int r = 0; r < iters && ran; ++r)
+      ran = once();
+    BRAID_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    if (ran && ms < bestMs) {
+      bestMs = ms;
+      best = i;
+    }
+  }
+  return std::move((*plans)[best]);
 }
 
 Status GemmPlan::run(cublasLtHandle_t handle, const void *a, const void *b,

@@ -68,6 +68,26 @@ public:
   static Expected<std::vector<GemmPlan>>
   candidates(cublasLtHandle_t handle, const GemmShape &shape,
              size_t workspaceBytes, int count, const GemmAlignment &align = {});
+  /// The operands a GEMM runs on, for timing candidates on them.
+  struct Operands {
+    const void *a = nullptr, *b = nullptr;
+    void *c = nullptr;
+    const void *bias = nullptr, *residual = nullptr;
+  };
+  /// Autotuning: of up to `count` of the heuristic's algorithms, the one
+  /// that runs `operands` fastest, each timed with CUDA events over
+  /// `iters` runs after one untimed run, on `stream` (synchronized: never
+  /// while it is being captured). The heuristic ranks by a model, and
+  /// measured it is off by up to 1.18x on prefill shapes
+  /// (docs/benchmarks.md). A candidate that fails to run is skipped; with
+  /// count 1 or one candidate nothing runs. Writes operands.c (pass a
+  /// scratch buffer where the result must not change).
+  static Expected<GemmPlan> fastest(cublasLtHandle_t handle,
+                                    const GemmShape &shape,
+                                    size_t workspaceBytes, int count,
+                                    const GemmAlignment &align,
+                                    const Operands &operands, void *workspace,
+                                    cudaStream_t stream, int iters = 5);
   /// `bias`: the [N] bias when shape().bias, `residual` the [M, N] residual
   /// when shape().residual (else ignored). Every pointer
   /// must be at least as aligned as the plan was made for (checked on the

@@ -33,9 +33,10 @@ namespace {
 /// Runs `steps` (function, inputs) on the interpreter and on the GPU in
 /// eager and graph mode; compares every output. Skips after the
 /// interpreter half when there is no GPU.
-void expectSameOnGpu(const PlanBuilder &pb,
-                     const std::vector<std::pair<std::string, TensorMap>> &steps,
-                     double atol, double rtol, bool fuseEpilogues = true) {
+void expectSameOnGpu(
+    const PlanBuilder &pb,
+    const std::vector<std::pair<std::string, TensorMap>> &steps, double atol,
+    double rtol, bool fuseEpilogues = true, int gemmAutotune = 0) {
   auto loaded = loadPlan(pb.finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   auto cpu = ThreadedRunner::create(*loaded, /*seed=*/5);
@@ -54,6 +55,7 @@ void expectSameOnGpu(const PlanBuilder &pb,
     options.graph = graph;
     options.seed = 5;
     options.fuseEpilogues = fuseEpilogues;
+    options.gemmAutotune = gemmAutotune;
     auto gpu = cuda::CudaRunner::create(*loaded, options);
     ASSERT_TRUE(gpu) << gpu.status().message();
     for (size_t s = 0; s < steps.size(); ++s) {
@@ -160,6 +162,25 @@ TEST(CudaExecutor, FusedEpiloguesMatchInterpreter) {
         expectSameOnGpu(gpt2MlpPlan(dt, tanh), {{"prefill", in}}, atol, rtol,
                         fuse);
   }
+}
+
+// GEMM autotuning (ExecutorOptions::gemmAutotune) times cuBLASLt's
+// candidates at set-up and keeps the fastest: another algorithm, the same
+// answer within the GEMM's rounding. Plain, fused-epilogue and
+// pack-offset (not 256-byte aligned) GEMMs.
+TEST(CudaExecutor, AutotunedGemmsMatchInterpreter) {
+  TensorMap x{{"x", HostTensor::fromFloats(DType::BF16, {2, 8, 64},
+                                           wave(2 * 8 * 64, 0.3f))}};
+  expectSameOnGpu(mlpPlan(DType::BF16), {{"prefill", x}}, 2e-3, 3e-2,
+                  /*fuseEpilogues=*/true, /*gemmAutotune=*/8);
+  TensorMap g{{"x", HostTensor::fromFloats(DType::F32, {2, 8, 64},
+                                           wave(2 * 8 * 64, 0.2f))}};
+  expectSameOnGpu(gpt2MlpPlan(DType::F32, /*tanhGelu=*/true), {{"prefill", g}},
+                  1e-5, 1e-4, /*fuseEpilogues=*/true, /*gemmAutotune=*/8);
+  TensorMap p{{"x", HostTensor::fromFloats(DType::F32, {2, 3, 8},
+                                           wave(2 * 3 * 8, 0.2f))}};
+  expectSameOnGpu(packedProjectionPlan(/*tp=*/1), {{"prefill", p}}, 1e-5, 1e-4,
+                  /*fuseEpilogues=*/true, /*gemmAutotune=*/8);
 }
 
 // An output that is a state slot's storage is the slot's entry value, read
