@@ -24,7 +24,8 @@ static cl::opt<int64_t, false, braid::DecimalParser>
         cl::init(16), cl::cat(importCategory));
 static cl::opt<int64_t, false, braid::DecimalParser>
     maxSeq("max-seq",
-           cl::desc("KV-cache capacity (default: the model's max positions)"),
+           cl::desc("KV-cache capacity; 0 (the default): the model's max "
+                    "positions"),
            cl::init(0), cl::cat(importCategory));
 static cl::opt<braid::ElementType> dtype(
     "dtype", cl::desc("Element type of activations and parameters (default bf16)"),

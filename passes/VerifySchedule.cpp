@@ -105,6 +105,29 @@ struct BraidVerifySchedulePass
       d.attachNote(first->getLoc()) << "the other member of the group";
       return;
     }
+    // An async collective between its start and its wait: `second` may be
+    // ordered after the start, but the collective runs until the wait.
+    if (!c.repairable && c.kind != sched::Conflict::Clobber &&
+        first->hasTrait<OpTrait::BraidAsyncStart>()) {
+      InFlightDiagnostic d = emitOpErrorAt(second);
+      d << "on stream " << streamOf(c.second) << " runs while '"
+        << first->getName() << "' on stream " << streamOf(c.first)
+        << " is in flight (until its braid.wait): ";
+      if (c.kind == sched::Conflict::Race)
+        d << "both access bytes [" << c.access.begin << ", " << c.access.end
+          << ") of " << s.describeSpace(c.access.space)
+          << " and at least one writes; no event can order them (move the "
+             "op after the wait, or give it other bytes)";
+      else
+        d << "collectives of two communicators may run concurrently and "
+             "deadlock; no event can order them (issue it after the wait, or "
+             "declare concurrent-communicators)";
+      d.attachNote(first->getLoc()) << "the collective in flight";
+      if (!first->getResult(0).use_empty())
+        d.attachNote((*first->getResult(0).getUsers().begin())->getLoc())
+            << "its wait";
+      return;
+    }
     InFlightDiagnostic d = emitOpErrorAt(second);
     d << "on stream " << streamOf(c.second)
       << (c.kind == sched::Conflict::Clobber ? " reads a value clobbered by '"

@@ -1506,6 +1506,14 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
           ? "both access " + bytes + " and at least one writes"
           : std::string("collectives of two communicators may run "
                         "concurrently and deadlock");
+  // An async collective between its start and its wait: the second op may
+  // be ordered after the start, but the collective runs until the wait.
+  if (!c.repairable &&
+      arityOf(f.ops()->Get(unsigned(c.first))->opcode()).asyncStart)
+    return errorf("function '", f.name()->str(), "': ", name(c.second),
+                  " runs while ", name(c.first),
+                  " is in flight (until its wait): ", what,
+                  "; no event can order them");
   return errorf("function '", f.name()->str(), "': ", name(c.first), " and ",
                 name(c.second), " are not ordered by streams, events or "
                 "waits: ", what);

@@ -3,7 +3,7 @@
 // (its renumbered SSA names disagree with the file's).
 // RUN: not braid-opt %s --braid-verify-schedule -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAIN
 // PLAIN-NOT: see current operation
-// PLAIN: error: 'braid.{{.*}}' op on stream {{[0-9]}} {{is not ordered|reads a value clobbered}}
+// PLAIN: error: 'braid.{{.*}}' op on stream {{[0-9]}} {{is not ordered|reads a value clobbered|runs while}}
 // PLAIN-NOT: see current operation
 
 // A hand-scheduled two-stream tp 2 block whose events order everything.
@@ -91,10 +91,11 @@ func.func @async_cache_reader(%q: tensor<1x1x2x4xf32> {braid.input = "q"}, %pos:
 braid.device_group @tp size 2
 func.func @in_flight_overwrite(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}, tensor<64xf32> {braid.output = "z"}) attributes {braid.arena_size = 1024 : i64} {
   %a = braid.silu %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
-  // expected-note@+1 {{the other op of the unordered pair}}
+  // expected-note@+1 {{the collective in flight}}
   %h = braid.all_reduce_start sum %a on @tp : tensor<64xf32> -> !braid.handle<tensor<64xf32>>
-  // expected-error@+1 {{'braid.gelu' op on stream 0 is not ordered with 'braid.all_reduce_start' on stream 0: both access bytes [256, 512) of the arena and at least one writes}}
+  // expected-error@+1 {{'braid.gelu' op on stream 0 runs while 'braid.all_reduce_start' on stream 0 is in flight (until its braid.wait): both access bytes [256, 512) of the arena and at least one writes; no event can order them (move the op after the wait, or give it other bytes)}}
   %z = braid.gelu none %x {braid.buffers = array<i64: 256, 256>} : tensor<64xf32>
+  // expected-note@+1 {{its wait}}
   %y = braid.wait %h {braid.buffers = array<i64: 512, 256>} : !braid.handle<tensor<64xf32>> -> tensor<64xf32>
   return %y, %z : tensor<64xf32>, tensor<64xf32>
 }

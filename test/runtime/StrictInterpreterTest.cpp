@@ -399,6 +399,25 @@ TEST(PlanLoader, RefusesUnorderedTwoStreamPlans) {
       << m;
 }
 
+// An op that writes an async collective's operand bytes between its start
+// and its wait: no event can order it, and the refusal says the collective
+// is in flight rather than that the two are unordered.
+TEST(PlanLoader, RefusesAWriteToACollectivesBytesWhileItIsInFlight) {
+  PlanBuilder pb = twoStreamPlan(Missing::None, false);
+  plan::FunctionT &fn = *pb.plan().functions[0];
+  // Tensors: x 0, a 1 (the start's operand), p 2, b 3 (the add's result).
+  fn.tensors[3]->buffer_offset = fn.tensors[1]->buffer_offset;
+  auto plan = loadPlan(pb.finish());
+  ASSERT_FALSE(plan);
+  const std::string m = plan.status().message();
+  EXPECT_NE(m.find("op 2 (add, stream 0) runs while op 1 (all_reduce_start, "
+                   "stream 1) is in flight (until its wait): both access "
+                   "bytes"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("no event can order them"), std::string::npos) << m;
+}
+
 TEST(PlanLoader, RefusesConcurrentCollectivesOfTwoCommunicators) {
   // all_reduce of group 0 on stream 0 and on stream 1, nothing between.
   auto build = [](bool ordered) {
