@@ -69,6 +69,13 @@ struct BraidVerifySchedulePass
     return success(ok && conflicts.empty());
   }
 
+  /// "bytes [b, e) of the arena".
+  static std::string describeBytes(const FunctionSchedule &s,
+                                   const sched::Access &a) {
+    return "bytes [" + std::to_string(a.begin) + ", " + std::to_string(a.end) +
+           ") of " + s.describeSpace(a.space);
+  }
+
   static void reportConflict(const FunctionSchedule &s,
                              const sched::Conflict &c) {
     Operation *first = s.ops[size_t(c.first)];
@@ -76,8 +83,7 @@ struct BraidVerifySchedulePass
     auto streamOf = [&](int i) { return s.sched[size_t(i)].stream; };
     if (c.kind == sched::Conflict::Overlap) {
       InFlightDiagnostic d = emitOpErrorAt(second);
-      d << "writes bytes [" << c.access.begin << ", " << c.access.end << ") of "
-        << s.describeSpace(c.access.space)
+      d << "writes " << describeBytes(s, c.access)
         << " that it also reads or writes through another operand or "
            "result; only elementwise ops and attention's KV caches (each "
            "into its own updated cache) run "
@@ -97,9 +103,8 @@ struct BraidVerifySchedulePass
       InFlightDiagnostic d = emitOpErrorAt(second);
       d << "runs concurrently with '" << first->getName()
         << "': adjacent sends and receives on one stream and group are "
-           "issued as one group (runtime/P2PGroups.h), and both access bytes ["
-        << c.access.begin << ", " << c.access.end << ") of "
-        << s.describeSpace(c.access.space)
+           "issued as one group (runtime/P2PGroups.h), and both access "
+        << describeBytes(s, c.access)
         << " with at least one writing; give them distinct buffers or "
            "separate them";
       d.attachNote(first->getLoc()) << "the other member of the group";
@@ -114,8 +119,7 @@ struct BraidVerifySchedulePass
         << first->getName() << "' on stream " << streamOf(c.first)
         << " is in flight (until its braid.wait): ";
       if (c.kind == sched::Conflict::Race)
-        d << "both access bytes [" << c.access.begin << ", " << c.access.end
-          << ") of " << s.describeSpace(c.access.space)
+        d << "both access " << describeBytes(s, c.access)
           << " and at least one writes; no event can order them (move the "
              "op after the wait, or give it other bytes)";
       else
@@ -134,12 +138,10 @@ struct BraidVerifySchedulePass
                                              : " is not ordered with '")
       << first->getName() << "' on stream " << streamOf(c.first) << ": ";
     if (c.kind == sched::Conflict::Race)
-      d << "both access bytes [" << c.access.begin << ", " << c.access.end
-        << ") of " << s.describeSpace(c.access.space)
+      d << "both access " << describeBytes(s, c.access)
         << " and at least one writes";
     else if (c.kind == sched::Conflict::Clobber)
-      d << "it reads bytes [" << c.access.begin << ", " << c.access.end
-        << ") of " << s.describeSpace(c.access.space)
+      d << "it reads " << describeBytes(s, c.access)
         << " after the other op overwrote the value they held (a buffer "
            "reused too early)";
     else

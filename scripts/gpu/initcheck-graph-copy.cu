@@ -57,6 +57,27 @@ template <typename T> __global__ void fillSmall(T *p, int n, int salt) {
     p[i] = T(float((i * 7 + salt) % 5 - 2));
 }
 
+/// Runs `enqueue` (which returns a cudaError_t) on `s` eagerly, or
+/// captured into a graph that is launched once; then waits for `s`.
+template <typename Enqueue>
+int launch(Enqueue enqueue, bool graph, cudaStream_t s) {
+  if (graph) {
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CHECK(enqueue());
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+  } else {
+    CHECK(enqueue());
+  }
+  CHECK(cudaStreamSynchronize(s));
+  return 0;
+}
+
 constexpr int kM = 64, kN = 16, kK = 128; // D [kM x kN] = A [kM x kK] B
 
 /// D = A B, column-major, written by cuBLASLt with the heuristic's first
@@ -109,20 +130,8 @@ int gemmThenCopy(cudaDataType_t type, bool graph, cudaStream_t s) {
     return cudaMemcpyAsync(host, d, kM * kN * sizeof(float),
                            cudaMemcpyDeviceToHost, s);
   };
-  if (graph) {
-    cudaGraph_t g;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    CHECK(enqueue());
-    CHECK(cudaStreamEndCapture(s, &g));
-    CHECK(cudaGraphInstantiate(&exec, g, 0));
-    CHECK(cudaGraphLaunch(exec, s));
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(g));
-  } else {
-    CHECK(enqueue());
-  }
-  CHECK(cudaStreamSynchronize(s));
+  if (launch(enqueue, graph, s) != 0)
+    return 1;
   for (int j = 0; j < kN; ++j)
     for (int i = 0; i < kM; ++i) {
       float want = 0.0f;
@@ -189,20 +198,8 @@ int main(int argc, char **argv) {
     return cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost,
                            s);
   };
-  if (graph) {
-    cudaGraph_t g;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    CHECK(enqueue());
-    CHECK(cudaStreamEndCapture(s, &g));
-    CHECK(cudaGraphInstantiate(&exec, g, 0));
-    CHECK(cudaGraphLaunch(exec, s));
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(g));
-  } else {
-    CHECK(enqueue());
-  }
-  CHECK(cudaStreamSynchronize(s));
+  if (launch(enqueue, graph, s) != 0)
+    return 1;
   for (int i = 0; i < n; ++i)
     if (host[i] != float(i) + (pinned ? 1.0f : 0.0f)) {
       std::fprintf(stderr, "element %d is %g\n", i, host[i]);
