@@ -113,14 +113,19 @@ struct BraidInsertEventsPass
   }
 
   /// One event_record right after each op some op waits for, one
-  /// event_wait right before each waiting op per predecessor.
+  /// event_wait right before each waiting op per predecessor. Neither goes
+  /// inside a point-to-point group (PointToPointGroups.h): an event there
+  /// would split the group in the plan and its exchange could deadlock, so
+  /// a record follows the group's last member and a wait precedes its
+  /// first (which orders the whole group, as the runtime issues it).
   static void materialize(const FunctionSchedule &s,
                           const std::vector<SmallVector<int>> &waitsFor) {
     llvm::DenseMap<int, Value> events;
     for (size_t i = 0; i < waitsFor.size(); ++i) {
       for (int a : waitsFor[i]) {
         Value &event = events[a];
-        Operation *producer = s.ops[size_t(a)];
+        Operation *producer = s.ops[size_t(
+            s.groupLast[size_t(a)] >= 0 ? s.groupLast[size_t(a)] : a)];
         if (!event) {
           OpBuilder b(producer->getContext());
           b.setInsertionPointAfter(producer);
@@ -128,7 +133,8 @@ struct BraidInsertEventsPass
           setStream(record, s.sched[size_t(a)].stream);
           event = record.getEvent();
         }
-        Operation *consumer = s.ops[i];
+        Operation *consumer =
+            s.ops[s.groupFirst[i] >= 0 ? size_t(s.groupFirst[i]) : i];
         OpBuilder b(consumer);
         auto wait = EventWaitOp::create(b, consumer->getLoc(), event);
         setStream(wait, s.sched[i].stream);

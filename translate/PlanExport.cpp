@@ -7,6 +7,7 @@
 #include "passes/MemoryPlan.h"
 #include "passes/Passes.h"
 #include "runtime/GroupLayout.h"
+#include "runtime/P2PGroups.h"
 #include "runtime/PlanLoader.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::braid;
@@ -376,6 +378,38 @@ FailureOr<int> PlanExporter::stateSlot(func::FuncOp func, unsigned arg) {
   return it->second;
 }
 
+/// The last op of the point-to-point group plan op `at` is issued in, by
+/// the runtimes' rule (runtime/P2PGroups.h) over the ops exported so far:
+/// `at` itself when it is in none.
+static size_t lastOfPointToPointGroup(
+    const std::vector<std::unique_ptr<::braid::plan::OpT>> &ops, size_t at) {
+  const ::braid::plan::OpT &x = *ops[at];
+  auto joins = [&](size_t prev, size_t next) {
+    const ::braid::plan::OpT &a = *ops[prev], &b = *ops[next];
+    return ::braid::rt::isPointToPoint(a.opcode) &&
+           ::braid::rt::isPointToPoint(b.opcode) && a.stream == x.stream &&
+           b.stream == x.stream && a.group == x.group && b.group == x.group &&
+           b.wait_events.empty() && a.record_events.empty();
+  };
+  if (!::braid::rt::isPointToPoint(x.opcode))
+    return at;
+  size_t head = at;
+  while (head > 0 && joins(head - 1, head))
+    --head;
+  std::set<int> received;
+  size_t j = head;
+  for (;; ++j) {
+    received.insert(ops[j]->results.begin(), ops[j]->results.end());
+    if (j + 1 >= ops.size() || !joins(j, j + 1) ||
+        llvm::any_of(ops[j + 1]->operands,
+                     [&](int t) { return received.count(t) > 0; }))
+      break;
+  }
+  // A run that broke before `at` (a member reading what an earlier one
+  // received): `at` heads the next one, whose end is not known here.
+  return std::max(j, at);
+}
+
 LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
   FailureOr<std::optional<FunctionMemoryPlan>> attached =
       readAttachedMemoryPlan(func);
@@ -435,6 +469,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
   llvm::DenseMap<Value, SmallVector<int>> eventIds;
   std::map<int64_t, int> lastOpOfStream;              // plan op index
   std::map<int64_t, std::vector<int>> pendingWaits;   // events per stream
+  std::vector<int64_t> eventStream; // the stream each plan event is recorded on
   llvm::DenseMap<Value, std::pair<int, int64_t>> startOf; // handle -> op, stream
   for (Operation &op : func.getBody().front()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
@@ -463,6 +498,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
       if (auto last = lastOpOfStream.find(stream);
           last != lastOpOfStream.end()) {
         ids.push_back(numEvents++);
+        eventStream.push_back(stream);
         ops[size_t(last->second)]->record_events.push_back(ids.back());
       }
       if (auto waits = pendingWaits.find(stream); waits != pendingWaits.end())
@@ -474,9 +510,14 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
     if (auto wait = dyn_cast<EventWaitOp>(op)) {
       auto ids = eventIds.find(wait.getEvent());
       if (ids != eventIds.end()) {
-        std::vector<int> &waits = pendingWaits[getStream(&op).value_or(0)];
+        int64_t stream = getStream(&op).value_or(0);
+        std::vector<int> &waits = pendingWaits[stream];
+        // An event recorded on this very stream (relayed back to it) is
+        // already behind it: waiting for it would only hold back the next
+        // op, and split a point-to-point group that op belongs to.
         for (int id : ids->second)
-          if (!llvm::is_contained(waits, id))
+          if (eventStream[size_t(id)] != stream &&
+              !llvm::is_contained(waits, id))
             waits.push_back(id);
       }
       continue;
@@ -681,7 +722,13 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
       auto [startIndex, startStream] = startOf.lookup(wait.getHandle());
       if (startStream != stream) {
         int id = numEvents++;
-        ops[size_t(startIndex)]->record_events.push_back(id);
+        eventStream.push_back(startStream);
+        // Recorded after the start's point-to-point group, not on a member
+        // inside it: an event there would end the group early and split an
+        // exchange that only completes as one (a deadlock); the group's
+        // work completes together anyway.
+        ops[lastOfPointToPointGroup(ops, size_t(startIndex))]
+            ->record_events.push_back(id);
         o->wait_events.push_back(id);
       }
     }

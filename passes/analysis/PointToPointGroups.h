@@ -9,14 +9,17 @@
 // planner must see that, or a receive may land on bytes a send of the same
 // group still reads, or two receives on the same bytes.
 //
-// This finds the runs in the IR. It may join more ops than the runtime does
-// (it does not track which event waits land on an op), never fewer: a run
-// it joins is at worst checked or kept apart more strictly than needed.
-// Where the plan breaks a run, it breaks it too: at any op between two
-// members that is not a parameter or an event (every such op is a plan
-// op), at an event_record on the run's stream (it marks the last member),
-// at a change of stream or group, and before a member that reads what an
-// earlier member received.
+// This finds the runs in the IR as the exported plan will have them: it
+// follows the export's event placement (translate/PlanExport.cpp), so a
+// run ends at any op between two members that is not a parameter or an
+// event (every such op is a plan op), at an event_record on the run's
+// stream (it marks the last member), at an event_wait on the run's stream
+// that holds back its next op (one whose event was recorded, or relayed,
+// from another stream), at a change of stream or group, and before a
+// member that reads what an earlier member received. A braid.wait on
+// another stream records its event after its start's whole run, not inside
+// it. Should the two ever differ, this must join more ops, never fewer: a
+// run it joins is at worst checked or kept apart more strictly than needed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_PASSES_ANALYSIS_POINTTOPOINTGROUPS_H

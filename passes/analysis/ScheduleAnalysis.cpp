@@ -110,8 +110,12 @@ mlir::braid::buildFunctionSchedule(func::FuncOp func,
   s.sched.resize(s.ops.size());
   s.accesses.resize(s.ops.size());
   s.groupLast.assign(s.ops.size(), -1);
-  for (const auto &[member, span] : findPointToPointGroups(body))
-    s.groupLast[size_t(s.index.lookup(member))] = s.index.lookup(span.second);
+  s.groupFirst.assign(s.ops.size(), -1);
+  for (const auto &[member, span] : findPointToPointGroups(body)) {
+    size_t m = size_t(s.index.lookup(member));
+    s.groupFirst[m] = s.index.lookup(span.first);
+    s.groupLast[m] = s.index.lookup(span.second);
+  }
   // Where a value's readers find it written: its producer, or the last
   // member of the group a sync send or receive is issued in.
   auto writtenAt = [&](Operation *def) {

@@ -43,6 +43,8 @@ struct FunctionSchedule {
   /// (PointToPointGroups.h), -1 when it is not in one. A member's accesses
   /// are in flight until then, and its results written by then.
   std::vector<int> groupLast;
+  /// Per op: the first member of its point-to-point group, -1 when none.
+  std::vector<int> groupFirst;
   /// The arguments that are not state, with their bytes: the runtime
   /// copies them in before the first op (sched::firstEntryOverlap).
   SmallVector<BlockArgument> entryArguments;

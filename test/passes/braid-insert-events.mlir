@@ -117,3 +117,39 @@ func.func @views(%x: tensor<1x4x16xf32> {braid.input = "x"}) -> (tensor<1x4x16xf
   %y = braid.add %t, %s {braid.stream = 0 : i64} : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
   return %y : tensor<1x4x16xf32>
 }
+
+// -----
+
+// A point-to-point group (adjacent sends and receives on one stream and
+// group, issued together: runtime/P2PGroups.h) whose third send reads a
+// value stream 1 makes: the wait goes before the group's first member, not
+// between members (in the plan an event there would split the group, and
+// the exchange would deadlock); the received value stream 1 reads is
+// recorded after the group's last member.
+// CHECK-LABEL: func.func @p2p_group
+// CHECK: %[[W:.*]] = braid.mul {{.*}}braid.stream = 1
+// CHECK-NEXT: %[[E:.*]] = braid.event_record {braid.stream = 1 : i64}
+// CHECK-NEXT: braid.event_wait %[[E]] {braid.stream = 0 : i64}
+// CHECK-NEXT: braid.send %{{.*}} to 0
+// CHECK-NEXT: braid.send %{{.*}} to 1
+// CHECK-NEXT: braid.send %[[W]] to 0
+// CHECK-NEXT: braid.send %[[W]] to 1
+// CHECK-NEXT: braid.recv from 0
+// CHECK-NEXT: %[[B:.*]] = braid.recv from 1
+// CHECK-NEXT: %[[F:.*]] = braid.event_record {braid.stream = 0 : i64}
+// CHECK-NEXT: braid.event_wait %[[F]] {braid.stream = 1 : i64}
+// CHECK-NEXT: braid.silu %[[B]] {braid.stream = 1 : i64}
+braid.device_group @tp size 2
+func.func @p2p_group(%x: tensor<2x8xf32> {braid.input = "x"}) -> (tensor<2x8xf32> {braid.output = "y"}) {
+  %v = braid.silu %x {braid.stream = 0 : i64} : tensor<2x8xf32>
+  %w = braid.mul %x, %x {braid.stream = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  braid.send %v to 0 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  braid.send %v to 1 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  braid.send %w to 0 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  braid.send %w to 1 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  %a = braid.recv from 0 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  %b = braid.recv from 1 on @tp {braid.stream = 0 : i64} : tensor<2x8xf32>
+  %s = braid.silu %b {braid.stream = 1 : i64} : tensor<2x8xf32>
+  %y = braid.add %a, %s {braid.stream = 0 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}

@@ -122,6 +122,45 @@ func.func @relay(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor<64xf32> {bra
   return %b, %d : tensor<64xf32>, tensor<64xf32>
 }
 
+// A wait on another stream than its start waits through an event recorded
+// after the start; when the start is in a point-to-point group (adjacent
+// sends and receives issued together, runtime/P2PGroups.h), after the
+// group's last member: an event on a member would end the group early and
+// split an exchange that only completes as one.
+// CHECK-LABEL: func "p2p_wait_elsewhere"
+// CHECK: send %{{[0-9]+}} {peer = 1, group = 0}
+// CHECK-NEXT: recv_start {peer = 1, group = 0, handle = 0}
+// CHECK-NEXT: recv {peer = 0, group = 0, record_events = [0]}
+// CHECK-NEXT: wait {handle = 0, stream = 1, wait_events = [0], record_events = [1]}
+func.func @p2p_wait_elsewhere(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor<64xf32> {braid.output = "y"}) {
+  %v = braid.silu %x {braid.stream = 0 : i64} : tensor<64xf32>
+  braid.send %v to 1 on @tp {braid.stream = 0 : i64} : tensor<64xf32>
+  %h = braid.recv_start from 1 on @tp {braid.stream = 0 : i64} : !braid.handle<tensor<64xf32>>
+  %r = braid.recv from 0 on @tp {braid.stream = 0 : i64} : tensor<64xf32>
+  %a = braid.wait %h {braid.stream = 1 : i64} : !braid.handle<tensor<64xf32>> -> tensor<64xf32>
+  %e = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e {braid.stream = 0 : i64}
+  %y = braid.add %a, %r {braid.stream = 0 : i64} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
+// An event relayed back to the stream that recorded it (stream 1 waits for
+// stream 0 and records with no op of its own; stream 0 waits for that) is
+// behind stream 0 already: no wait_events, which would only split a
+// point-to-point group the next op belongs to.
+// CHECK-LABEL: func "relay_back"
+// CHECK: %[[A:[0-9]+]] = silu %0 {record_events = [0]}
+// CHECK-NEXT: %{{[0-9]+}} = gelu %[[A]] {approximation = none}
+func.func @relay_back(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor<64xf32> {braid.output = "y"}) {
+  %a = braid.silu %x {braid.stream = 0 : i64} : tensor<64xf32>
+  %e0 = braid.event_record {braid.stream = 0 : i64}
+  braid.event_wait %e0 {braid.stream = 1 : i64}
+  %e1 = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e1 {braid.stream = 0 : i64}
+  %b = braid.gelu none %a {braid.stream = 0 : i64} : tensor<64xf32>
+  return %b : tensor<64xf32>
+}
+
 // Private functions are helpers, not plan entries.
 // CHECK-NOT: func "helper"
 func.func private @helper(%x: tensor<1x8xbf16>) -> tensor<1x8xbf16> {
