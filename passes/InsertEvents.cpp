@@ -117,7 +117,10 @@ struct BraidInsertEventsPass
   /// inside a point-to-point group (PointToPointGroups.h): an event there
   /// would split the group in the plan and its exchange could deadlock, so
   /// a record follows the group's last member and a wait precedes its
-  /// first (which orders the whole group, as the runtime issues it).
+  /// first (which orders the whole group, as the runtime issues it). The
+  /// record still precedes the wait: a producer on another stream cannot
+  /// sit between a group's members (it would end the group), so it and its
+  /// group come before the consumer's group.
   static void materialize(const FunctionSchedule &s,
                           const std::vector<SmallVector<int>> &waitsFor) {
     llvm::DenseMap<int, Value> events;

@@ -353,8 +353,9 @@ checkIssueOrder(const plan::Plan &p, const std::vector<int> &functionOfRank,
         "sends and receives in issue order, a rank's communicators one "
         "after another (the hang rule), and only point-to-point ops "
         "adjacent in the plan go out together as one group (an op between "
-        "them, an event recorded on one or waited for before the next, or "
-        "another stream or device group ends it): this exchange deadlocks");
+        "them, an event recorded on one or waited for before the next, "
+        "another stream or device group, or a member sending what an "
+        "earlier one received ends it): this exchange deadlocks");
   }
   return Status::ok();
 }

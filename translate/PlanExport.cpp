@@ -393,21 +393,26 @@ static size_t lastOfPointToPointGroup(
   };
   if (!::braid::rt::isPointToPoint(x.opcode))
     return at;
+  // The stretch of joinable ops around `at`, then its groups in order:
+  // a member reading what an earlier one of its group received starts the
+  // next group (P2PGroups.h), so groups are found from the stretch's head.
   size_t head = at;
   while (head > 0 && joins(head - 1, head))
     --head;
-  std::set<int> received;
-  size_t j = head;
-  for (;; ++j) {
-    received.insert(ops[j]->results.begin(), ops[j]->results.end());
-    if (j + 1 >= ops.size() || !joins(j, j + 1) ||
-        llvm::any_of(ops[j + 1]->operands,
-                     [&](int t) { return received.count(t) > 0; }))
-      break;
+  for (size_t first = head;;) {
+    std::set<int> received;
+    size_t j = first;
+    for (;; ++j) {
+      received.insert(ops[j]->results.begin(), ops[j]->results.end());
+      if (j + 1 >= ops.size() || !joins(j, j + 1) ||
+          llvm::any_of(ops[j + 1]->operands,
+                       [&](int t) { return received.count(t) > 0; }))
+        break;
+    }
+    if (j >= at)
+      return j;
+    first = j + 1;
   }
-  // A run that broke before `at` (a member reading what an earlier one
-  // received): `at` heads the next one, whose end is not known here.
-  return std::max(j, at);
 }
 
 LogicalResult PlanExporter::exportFunction(func::FuncOp func) {

@@ -583,11 +583,23 @@ Expected<GemmPlan> CudaRank::chooseGemm(Function &fn, const plan::Op &op,
   // be written yet (a tool such as initcheck would flag reading them), so
   // zeroed buffers stand in, as for the result. cudaMalloc's 256-byte
   // alignment satisfies any the plan was made for.
+  // The state slots' zeroing (cudaMemset, on the legacy stream) and the
+  // weights are done before the timed GEMMs on streams_[0] (non-blocking)
+  // read them.
+  BRAID_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t stream = streams_[0].get();
   std::vector<DeviceMemory> standIns;
+  bool outOfMemory = false;
   auto zeroed = [&](size_t bytes) -> Expected<void *> {
     DeviceMemory mem;
-    BRAID_CUDA_CHECK(cudaMalloc(mem.out(), std::max<size_t>(bytes, 1)));
-    BRAID_CUDA_CHECK(cudaMemset(mem.get(), 0, bytes));
+    cudaError_t e = cudaMalloc(mem.out(), std::max<size_t>(bytes, 1));
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError(); // not sticky: the heuristic's choice serves
+      outOfMemory = true;
+      return nullptr;
+    }
+    BRAID_CUDA_CHECK(e);
+    BRAID_CUDA_CHECK(cudaMemsetAsync(mem.get(), 0, bytes, stream));
     standIns.push_back(std::move(mem));
     return standIns.back().get();
   };
@@ -630,12 +642,16 @@ Expected<GemmPlan> CudaRank::chooseGemm(Function &fn, const plan::Op &op,
   if (!c)
     return c.status();
   x.c = *c;
+  // No room for the stand-ins next to the arena: untuned, not a failure.
+  if (outOfMemory)
+    return GemmPlan::create(lt_.get(), shape, options_.gemmWorkspaceBytes,
+                            align);
   // Timed on stream 0 with its own stream's workspace (nothing else runs
   // during set-up).
   void *workspace = workspaces_[size_t(op.stream())].get();
   auto best = GemmPlan::fastest(
       lt_.get(), shape, workspace ? options_.gemmWorkspaceBytes : 0,
-      options_.gemmAutotune, align, x, workspace, streams_[0].get());
+      options_.gemmAutotune, align, x, workspace, stream);
   if (!best)
     return best.status();
   tunedGemms_.emplace(std::move(key), *best);

@@ -82,6 +82,8 @@ struct ExecutorOptions {
   /// (GemmPlan::fastest): the heuristic measured up to 1.18x off the best
   /// on prefill shapes (docs/benchmarks.md). Results differ from the
   /// heuristic's within the GEMM's rounding (another split-K or tiling).
+  /// Where the stand-in buffers the timing needs do not fit next to the
+  /// arena, the GEMM keeps the heuristic's choice.
   int gemmAutotune = 0;
   /// Tests only: every rank on one GPU (devices[0], or GPU 0) with the
   /// one-GPU test communicator (LocalComm.h) instead of NCCL, which refuses

@@ -250,9 +250,12 @@ Expected<GemmPlan> GemmPlan::fastest(cublasLtHandle_t handle,
     };
     // An algorithm the heuristic offers may still refuse these operands:
     // it is not a candidate then. Its refusal is a host-side status;
-    // nothing was enqueued.
-    if (!once())
+    // nothing was enqueued, but a failed launch leaves CUDA's last error
+    // set, which a later kernel's check would take for its own.
+    if (!once()) {
+      (void)cudaGetLastError();
       continue;
+    }
     BRAID_CUDA_CHECK(cudaEventRecord(start.get(), stream));
     Status ran = Status::ok();
     for (int r = 0; r < iters && ran; ++r)
@@ -261,11 +264,17 @@ Expected<GemmPlan> GemmPlan::fastest(cublasLtHandle_t handle,
     BRAID_CUDA_CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0;
     BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    if (!ran)
+      (void)cudaGetLastError();
     if (ran && ms < bestMs) {
       bestMs = ms;
       best = i;
     }
   }
+  if (bestMs == INFINITY)
+    return errorf("matmul: none of cuBLASLt's ", plans->size(),
+                  " algorithms ran for batch ", s.batch, " M=", s.m, " N=", s.n,
+                  " K=", s.k, " ", dtypeName(s.dtype));
   return std::move((*plans)[best]);
 }
 

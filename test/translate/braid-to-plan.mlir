@@ -144,6 +144,27 @@ func.func @p2p_wait_elsewhere(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor
   return %y : tensor<64xf32>
 }
 
+// The same when the start's group begins after a relay (a send of what
+// the receive before it got starts a new group): the event goes after the
+// start's own group, [send, recv_start, send], not on the start.
+// CHECK-LABEL: func "p2p_wait_after_relay"
+// CHECK: recv {peer = 0, group = 0}
+// CHECK-NEXT: send %{{[0-9]+}} {peer = 1, group = 0}
+// CHECK-NEXT: recv_start {peer = 1, group = 0, handle = 0}
+// CHECK-NEXT: send %0 {peer = 0, group = 0, record_events = [0]}
+// CHECK-NEXT: wait {handle = 0, stream = 1, wait_events = [0], record_events = [1]}
+func.func @p2p_wait_after_relay(%x: tensor<64xf32> {braid.input = "x"}) -> (tensor<64xf32> {braid.output = "y"}) {
+  %r = braid.recv from 0 on @tp {braid.stream = 0 : i64} : tensor<64xf32>
+  braid.send %r to 1 on @tp {braid.stream = 0 : i64} : tensor<64xf32>
+  %h = braid.recv_start from 1 on @tp {braid.stream = 0 : i64} : !braid.handle<tensor<64xf32>>
+  braid.send %x to 0 on @tp {braid.stream = 0 : i64} : tensor<64xf32>
+  %a = braid.wait %h {braid.stream = 1 : i64} : !braid.handle<tensor<64xf32>> -> tensor<64xf32>
+  %e = braid.event_record {braid.stream = 1 : i64}
+  braid.event_wait %e {braid.stream = 0 : i64}
+  %y = braid.add %a, %r {braid.stream = 0 : i64} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
 // An event relayed back to the stream that recorded it (stream 1 waits for
 // stream 0 and records with no op of its own; stream 0 waits for that) is
 // behind stream 0 already: no wait_events, which would only split a
