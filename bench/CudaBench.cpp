@@ -185,12 +185,13 @@ Expected<StepTimes>
 timeSteps(const LoadedPlan &loaded, bool graph, bool profile, const Inputs &in,
           const Options &o,
           cu::AttentionKernel attention = cu::AttentionKernel::Auto,
-          int gemmAutotune = 0) {
+          int gemmAutotune = 0, bool fuseCacheWrite = false) {
   cu::ExecutorOptions eo;
   eo.graph = graph;
   eo.profile = profile;
   eo.attentionKernel = attention;
   eo.gemmAutotune = gemmAutotune;
+  eo.fuseCacheWrite = fuseCacheWrite;
   auto runner = cu::CudaRunner::create(loaded, eo);
   if (!runner)
     return runner.status();
@@ -701,16 +702,19 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
   // tile, blocks per multiprocessor the split count aims at).
   // Then the tensor-core kernel (AttentionTensorCore.cuh) at 1, 2 (its
   // default) and 4 blocks per multiprocessor.
+  // And the tensor-core kernel with the cache write fused in.
   struct Variant {
     int keyTile, perSm;
     bool tensorCore;
+    bool fuseCacheWrite = false;
   };
   const std::vector<Variant> variants =
       o.smoke ? std::vector<Variant>{{0, 0, false}, {0, 0, true}}
               : std::vector<Variant>{
-                    {0, 0, false},  {32, 4, false},  {32, 16, false},
-                    {16, 8, false}, {16, 16, false}, {8, 16, false},
-                    {0, 0, true},   {0, 1, true},    {0, 4, true}};
+                    {0, 0, false},      {32, 4, false},    {32, 16, false},
+                    {16, 8, false},     {16, 16, false},   {8, 16, false},
+                    {0, 0, true},       {0, 1, true},      {0, 4, true},
+                    {0, 0, true, true}, {0, 1, true, true}};
   size_t most = 0;
   for (const Variant &v : variants)
     most = std::max(most,
@@ -748,6 +752,7 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
     ws.keyTile = var.keyTile;
     ws.blocksPerMultiprocessor = var.perSm;
     ws.tensorCore = var.tensorCore;
+    ws.fuseCacheWrite = var.fuseCacheWrite;
     ws.bytes = cu::attentionWorkspaceBytes(qs, ks[2], maxS, sms, var.keyTile,
                                            var.perSm, var.tensorCore);
     ws.data = ws.bytes ? scratch : nullptr;
@@ -764,8 +769,8 @@ Status benchDecodeAttention(const LoadedPlan &loaded, const Inputs &in,
       return diff.status();
     std::ostringstream name;
     if (t.tensorCore)
-      name << (var.perSm == 0 ? "tensor cores (2 blocks/SM): "
-                              : "tensor cores: ");
+      name << (var.perSm == 0 ? "tensor cores (2 blocks/SM)" : "tensor cores")
+           << (var.fuseCacheWrite ? ", cache write fused: " : ": ");
     else
       name << (var.keyTile == 0 ? "split-KV (its default tiling): "
                                 : "split-KV: ");
@@ -928,6 +933,13 @@ Status run(const Options &o) {
                          kTuneCandidates);
   if (!tuned)
     return errorf("graph, GEMMs autotuned: ", tuned.status().message());
+  // And with tensor cores doing the cache write (ExecutorOptions::
+  // fuseCacheWrite).
+  auto fused = timeSteps(*loaded, true, false, in, o,
+                         cu::AttentionKernel::TensorCore, 0, true);
+  if (!fused)
+    return errorf("graph, tensor cores with the cache write fused: ",
+                  fused.status().message());
 
   double g = median(graph->device), e = median(eager->device);
   std::cout << "# braid-cuda-bench: " << o.plan << " on " << bw->device
@@ -950,6 +962,10 @@ Status run(const Options &o) {
             << "| braid, CUDA Graph, split-KV attention | "
             << median(split->device) << " | " << median(split->host) << " | "
             << std::setprecision(3) << median(split->device) / g << " |\n"
+            << std::setprecision(4)
+            << "| braid, CUDA Graph, tensor cores, cache write fused | "
+            << median(fused->device) << " | " << median(fused->host) << " | "
+            << std::setprecision(3) << median(fused->device) / g << " |\n"
             << std::setprecision(4) << "| braid, CUDA Graph, GEMMs autotuned ("
             << kTuneCandidates << " candidates) | " << median(tuned->device)
             << " | " << median(tuned->host) << " | " << std::setprecision(3)
@@ -973,6 +989,8 @@ Status run(const Options &o) {
             << tuned->prefillMs / graph->prefillMs << "x)\n";
   printDifferences(tuned->lastDecode, graph->lastDecode,
                    "GEMMs autotuned vs the heuristic's, ");
+  printDifferences(fused->lastDecode, tensorCore->lastDecode,
+                   "cache write fused vs not (tensor cores), ");
   double opSum = sumMs(profiled->ops);
   std::cout << "\n## Launch gaps (decode step vs the sum of its " 
             << profiled->ops.size() << " ops' times, eager with per-op "

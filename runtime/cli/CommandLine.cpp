@@ -516,6 +516,11 @@ void CommandLine::addCuda() {
         setText(o_.attentionKernel));
   flag("--tensor-core-attention", "the same as --attention-kernel tensor-core",
        [this] { o_.attentionKernel = "tensor-core"; });
+  flag("--fuse-cache-write",
+       "with --backend cuda: where tensor cores run attention with a KV "
+       "cache, the kernel also writes the new rows into the cache (one "
+       "launch fewer; not yet the default)",
+       [this] { o_.fuseCacheWrite = true; });
   value("--gemm-autotune", "N", "0",
         "with --backend cuda: at set-up, time up to N of cuBLASLt's "
         "algorithms for each distinct GEMM and keep the fastest (0 or 1: "
@@ -610,6 +615,8 @@ Status checkCombinations(const Options &o) {
     return errorf("--attention-kernel ", o.attentionKernel,
                   " needs --backend cuda (--tensor-core-attention is "
                   "--attention-kernel tensor-core)");
+  if (o.fuseCacheWrite && o.backend != "cuda")
+    return errorf("--fuse-cache-write needs --backend cuda");
   if (o.gemmAutotune < 0 || o.gemmAutotune > 64)
     return errorf("--gemm-autotune must be in [0, 64], got ", o.gemmAutotune);
   if (o.gemmAutotune > 1 && o.backend != "cuda")

@@ -73,6 +73,8 @@ struct Options {
   int testStuckRank = -1, testFailingRank = -1;
   /// cuda: auto, split or tensor-core (ExecutorOptions::attentionKernel).
   std::string attentionKernel = "auto";
+  /// cuda: ExecutorOptions::fuseCacheWrite.
+  bool fuseCacheWrite = false;
   /// cuda: ExecutorOptions::gemmAutotune (0 or 1: the heuristic's choice).
   int gemmAutotune = 0;
   bool strict = false;

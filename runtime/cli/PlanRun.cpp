@@ -142,6 +142,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
         : o.attentionKernel == "split"     ? cuda::AttentionKernel::Split
                                            : cuda::AttentionKernel::Auto;
     eo.gemmAutotune = o.gemmAutotune;
+    eo.fuseCacheWrite = o.fuseCacheWrite;
     eo.testStuckRank = o.testStuckRank;
     eo.testFailingRank = o.testFailingRank;
     auto runner = cuda::CudaRunner::create(plan, eo, processes);

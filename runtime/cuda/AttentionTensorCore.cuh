@@ -15,6 +15,13 @@
 // __syncwarp only, so no warp waits for another until the end, where the
 // warps' (max, sum, O) are merged through shared memory.
 //
+// With a KV cache and AttentionArgs::fuseCacheWrite it also does the cache
+// write (one launch fewer than the split kernel's cache write, attention
+// and combine): every block runs the
+// cache write kernel's position check, reads the step's new rows from
+// newK/newV instead of the caches, and the first row tile's block of each
+// key range writes the new rows in its range into the caches.
+//
 // Numerics differ from the split kernel in two ways, both within the bf16
 // and f16 tolerances: q is used in its storage dtype (it is stored so), and
 // the probabilities P are rounded to the value dtype before P V (the sums
@@ -118,6 +125,18 @@ __global__ void __launch_bounds__(kAttentionThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   static_assert(D % 16 == 0, "head_dim must be a multiple of the mma's K");
   const AttentionArgs &a = L.a;
+  if (L.fusedWrite) {
+    // The cache write's position check (cacheWriteKernel's): every block
+    // checks every batch, so all agree, and nothing is written when one is
+    // out of range.
+    const int64_t bad =
+        firstBadCachePosition(a.position, a.batch, a.seq, a.keyStride);
+    if (bad < a.batch) {
+      if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+        recordBadCachePosition(a.error, a.position, bad, a.seq, a.keyStride);
+      return;
+    }
+  }
   if (a.error && a.error->code != kDeviceErrorNone)
     return; // a cache position was out of range: the host reports it
   extern __shared__ __align__(16) char smem[];
@@ -146,6 +165,35 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const T *kp = static_cast<const T *>(a.k.data);
   const T *vp = static_cast<const T *>(a.v.data);
   const int64_t keyStep = a.kvHeads * D; // elements between keys
+
+  // With the cache write fused in: this batch's new rows [newPos, newPos +
+  // S) are read from newK/newV, never from the caches (which this launch
+  // writes), and the first row tile's block of each key range writes the
+  // new rows that fall in its range into the caches (through k and v), so
+  // each is written once.
+  const T *nkp = static_cast<const T *>(a.newK.data);
+  const T *nvp = static_cast<const T *>(a.newV.data);
+  const int64_t newPos = L.fusedWrite ? loadInt(a.position, b) : 0;
+  auto isNew = [&](int64_t j) {
+    return L.fusedWrite && j >= newPos && j - newPos < a.seq;
+  };
+  auto newRow = [&](int64_t j) { // element index of new row j's (b, kvh)
+    return ((b * a.seq + (j - newPos)) * a.kvHeads + kvh) * D;
+  };
+  if (L.fusedWrite && blk.firstRow == 0) {
+    const int64_t splitBegin = int64_t(split) * L.keysPerSplit;
+    const int64_t lo = max(newPos, splitBegin);
+    const int64_t hi = min(newPos + a.seq, splitBegin + L.keysPerSplit);
+    T *kc = const_cast<T *>(kp), *vc = const_cast<T *>(vp);
+    for (int64_t x = threadIdx.x; x < (hi - lo) * kChunks; x += blockDim.x) {
+      const int64_t j = lo + x / kChunks, e = (x % kChunks) * 8;
+      const int64_t dst = ((b * a.keyStride + j) * a.kvHeads + kvh) * D + e;
+      *reinterpret_cast<uint4 *>(kc + dst) =
+          *reinterpret_cast<const uint4 *>(nkp + newRow(j) + e);
+      *reinterpret_cast<uint4 *>(vc + dst) =
+          *reinterpret_cast<const uint4 *>(nvp + newRow(j) + e);
+    }
+  }
   // Copies this warp's i-th tile into stage i % stages: 16-byte cp.async
   // for keys below kEnd, zeros for the rest (P is 0 there, and 0 times a
   // stale NaN would not be).
@@ -159,7 +207,11 @@ __global__ void __launch_bounds__(kAttentionThreads)
       for (int c = lane; c < kTensorCoreKeys * kChunks; c += 32) {
         const int row = c / kChunks, ch = c % kChunks;
         const int at = row * kRowBytes + ((ch ^ (row & mask)) * 16);
-        if (row < cnt) {
+        if (row < cnt && isNew(j0 + row)) {
+          const int64_t src = newRow(j0 + row) + ch * 8;
+          __pipeline_memcpy_async(kDst + at, nkp + src, 16);
+          __pipeline_memcpy_async(vDst + at, nvp + src, 16);
+        } else if (row < cnt) {
           const int64_t src = first + row * keyStep + ch * 8;
           __pipeline_memcpy_async(kDst + at, kp + src, 16);
           __pipeline_memcpy_async(vDst + at, vp + src, 16);

@@ -122,8 +122,11 @@ struct AttentionArgs {
   int keyTile = 0, blocksPerMultiprocessor = 0;
   /// Ask for the tensor-core split kernel (AttentionTensorCore.cuh). It
   /// runs where it applies (see launchAttention), else the split kernel.
-  /// Off by default until a GPU has measured it against the split kernel.
+  /// The executor decides (ExecutorOptions::attentionKernel).
   bool tensorCore = false;
+  /// With it and a cache, the tensor-core kernel takes the cache write in
+  /// (AttentionWorkspace::fuseCacheWrite).
+  bool fuseCacheWrite = false;
 };
 
 /// How launchAttention divides the work (flash-decoding): the query rows of

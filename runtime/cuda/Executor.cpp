@@ -1031,6 +1031,7 @@ Status CudaRank::runOp(Function &fn, int index, cudaStream_t stream) {
     ws.tensorCore = tensorCoreAttention(
         options_.attentionKernel, operand(0).shape,
         op.operands()->size() == 6 ? operand(3).shape.at(1) : 0);
+    ws.fuseCacheWrite = options_.fuseCacheWrite;
     if (size_t(op.stream()) < fn.attentionScratch.size()) {
       ws.data = fn.attentionScratch[size_t(op.stream())].get();
       ws.bytes = fn.attentionScratchBytes[size_t(op.stream())];

@@ -76,6 +76,11 @@ struct ExecutorOptions {
   /// H100 measured them faster (docs/benchmarks.md); the split kernel
   /// otherwise.
   AttentionKernel attentionKernel = AttentionKernel::Auto;
+  /// Where tensor cores run attention with a KV cache, the kernel also
+  /// does the cache write (one launch fewer per op; measured 22.7 -> 21.3
+  /// us on an H100's 8B-shaped decode op). Off until its kernel tests pass
+  /// on a GPU (docs/gpu.md).
+  bool fuseCacheWrite = false;
   /// 0 or 1: each GEMM runs cuBLASLt's first heuristic choice. N > 1: at
   /// set-up each distinct GEMM (shape, epilogue, operand alignment) times up
   /// to N of the heuristic's algorithms and keeps the fastest

@@ -356,6 +356,7 @@ void useWorkspace(detail::AttentionArgs &a, const AttentionWorkspace &ws) {
   a.keyTile = ws.keyTile;
   a.blocksPerMultiprocessor = ws.blocksPerMultiprocessor;
   a.tensorCore = ws.tensorCore;
+  a.fuseCacheWrite = ws.fuseCacheWrite;
   if (ws.data && ws.multiprocessors > 0) {
     a.partials = static_cast<float *>(ws.data);
     a.partialsBytes = ws.bytes;

@@ -511,6 +511,10 @@ struct AttentionLaunch {
   int rowTile, keyTile, splits, rowTiles, stages;
   int64_t keysPerSplit;
   bool vec; // rows of k and v are 16-byte aligned: cp.async in 16 bytes
+  /// The tensor-core kernel writes the new rows into the caches itself and
+  /// reads them from newK/newV, with the position check: no cache-write
+  /// kernel before it (launchAttention decides).
+  bool fusedWrite = false;
 };
 
 /// Keys query row i of batch b attends to: [0, n).
@@ -841,6 +845,42 @@ __global__ void attentionCombineKernel(AttentionLaunch L) {
   }
 }
 
+/// The first batch whose new cache rows [pos, pos + S) leave [0, maxS), or
+/// `batch` when every one fits. Every block checks every batch (B is
+/// small), so all blocks of a launch agree. All threads of the block call
+/// it (it synchronizes them).
+__device__ int64_t firstBadCachePosition(In position, int64_t batch,
+                                         int64_t seq, int64_t maxSeq) {
+  __shared__ unsigned long long firstBad;
+  if (threadIdx.x == 0)
+    firstBad = static_cast<unsigned long long>(batch);
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
+    const int64_t pos = loadInt(position, b);
+    // Not pos + seq > maxSeq: a huge position would overflow.
+    if (pos < 0 || pos > maxSeq - seq)
+      atomicMin(&firstBad, static_cast<unsigned long long>(b));
+  }
+  __syncthreads();
+  return int64_t(firstBad);
+}
+
+/// Records batch `bad`'s position out of range unless a record is set
+/// already (the first error wins). One thread of the grid calls it.
+__device__ void recordBadCachePosition(DeviceErrorRecord *error, In position,
+                                       int64_t bad, int64_t seq,
+                                       int64_t maxSeq) {
+  if (atomicCAS(&error->code, int32_t(kDeviceErrorNone),
+                int32_t(kDeviceErrorAttentionPosition)) ==
+      int32_t(kDeviceErrorNone)) {
+    const int64_t pos = loadInt(position, bad);
+    error->args[0] = bad;
+    error->args[1] = pos;
+    error->args[2] = pos > INT64_MAX - seq ? INT64_MAX : pos + seq;
+    error->args[3] = maxSeq;
+  }
+}
+
 // The tensor-core split kernel: same blocks, partials and combine.
 #include "runtime/cuda/AttentionTensorCore.cuh"
 
@@ -854,30 +894,10 @@ __global__ void cacheWriteKernel(In k, In v, Out kCache, Out vCache,
                                  In position, int64_t batch, int64_t seq,
                                  int64_t rowElems, int64_t maxSeq,
                                  DeviceErrorRecord *error) {
-  __shared__ unsigned long long firstBad;
-  if (threadIdx.x == 0)
-    firstBad = static_cast<unsigned long long>(batch);
-  __syncthreads();
-  for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
-    const int64_t pos = loadInt(position, b);
-    // Not pos + seq > maxSeq: a huge position would overflow.
-    if (pos < 0 || pos > maxSeq - seq)
-      atomicMin(&firstBad, static_cast<unsigned long long>(b));
-  }
-  __syncthreads();
-  const int64_t bad = int64_t(firstBad);
+  const int64_t bad = firstBadCachePosition(position, batch, seq, maxSeq);
   if (bad < batch) {
-    // One thread of the whole grid records it; the first error wins.
-    if (globalThread() == 0 &&
-        atomicCAS(&error->code, int32_t(kDeviceErrorNone),
-                  int32_t(kDeviceErrorAttentionPosition)) ==
-            int32_t(kDeviceErrorNone)) {
-      const int64_t pos = loadInt(position, bad);
-      error->args[0] = bad;
-      error->args[1] = pos;
-      error->args[2] = pos > INT64_MAX - seq ? INT64_MAX : pos + seq;
-      error->args[3] = maxSeq;
-    }
+    if (globalThread() == 0)
+      recordBadCachePosition(error, position, bad, seq, maxSeq);
     return; // nothing is written, as the CPU kernel writes nothing
   }
   if (error->code != kDeviceErrorNone)
@@ -1294,7 +1314,11 @@ int64_t attentionElemBytes(Dt dt) {
 static cudaError_t launchWithShared(void (*kernel)(AttentionLaunch),
                              const AttentionLaunch &L, dim3 grid,
                              size_t shared, cudaStream_t stream) {
-  if (shared > (48u << 10)) {
+  // Static __shared__ (the tensor-core kernel's position-check slot) counts
+  // against the 48 KiB a block gets without opting in, too: an H100 refused
+  // head_dim 96's 48 KiB of tiles plus that slot (cudaErrorInvalidValue).
+  constexpr size_t kStaticSharedBound = 64;
+  if (shared + kStaticSharedBound > (48u << 10)) {
     cudaError_t e = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
     if (e != cudaSuccess)
@@ -1360,8 +1384,32 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   const bool attend = queries > 0 && args.headDim > 0;
   if (attend && args.k.dt != args.v.dt)
     return cudaErrorInvalidValue; // the loader refuses mixed k/v dtypes
-  // With a cache: the position check and the new rows first.
-  if (args.position.data && args.batch > 0) {
+  const bool tensorCore =
+      attend && args.tensorCore && tensorCoreAttentionApplies(args);
+  auto tiling = [&](int sms) {
+    return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
+                         args.headDim, args.keyStride,
+                         attentionElemBytes(args.k.dt), sms, args.keyTile,
+                         args.blocksPerMultiprocessor, tensorCore);
+  };
+  AttentionTiling t;
+  if (attend) {
+    t = tiling(args.partials ? multiprocessors : 0);
+    if (t.splits > 1 && t.workspaceBytes > args.partialsBytes)
+      t = tiling(0); // no room for the partials: one split
+    if (!t.fits)
+      return cudaErrorInvalidValue; // Kernels.cpp checks head_dim first
+  }
+  // Asked to, the tensor-core kernel takes the cache write in (one launch
+  // fewer): new rows of the caches' dtype, 16-byte aligned as its cp.async
+  // needs.
+  const bool fusedWrite =
+      args.fuseCacheWrite && t.tensorCore && args.position.data &&
+      args.batch > 0 && args.newK.dt == args.k.dt &&
+      args.newV.dt == args.v.dt && aligned16(args.newK.data) &&
+      aligned16(args.newV.data);
+  // Otherwise, with a cache: the position check and the new rows first.
+  if (args.position.data && args.batch > 0 && !fusedWrite) {
     const int64_t rowElems = args.kvHeads * args.headDim;
     const int64_t count = args.batch * args.seq * rowElems;
     // The caches are written through k and v (Kernels.cpp's kCache and
@@ -1378,18 +1426,6 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   }
   if (!attend)
     return cudaSuccess;
-  const bool tensorCore = args.tensorCore && tensorCoreAttentionApplies(args);
-  auto tiling = [&](int sms) {
-    return planAttention(args.batch, args.seq, args.heads, args.kvHeads,
-                         args.headDim, args.keyStride,
-                         attentionElemBytes(args.k.dt), sms, args.keyTile,
-                         args.blocksPerMultiprocessor, tensorCore);
-  };
-  AttentionTiling t = tiling(args.partials ? multiprocessors : 0);
-  if (t.splits > 1 && t.workspaceBytes > args.partialsBytes)
-    t = tiling(0); // no room for the partials: one split
-  if (!t.fits)
-    return cudaErrorInvalidValue; // Kernels.cpp checks head_dim first
   AttentionLaunch L;
   L.a = args;
   L.rowTile = t.rowTile;
@@ -1397,6 +1433,7 @@ cudaError_t launchAttention(const AttentionArgs &args, int multiprocessors,
   L.splits = t.splits;
   L.stages = t.stages;
   L.keysPerSplit = t.keysPerSplit;
+  L.fusedWrite = fusedWrite;
   const int64_t rowsPerSet = args.seq * (args.heads / args.kvHeads);
   L.rowTiles = int((rowsPerSet + t.rowTile - 1) / t.rowTile);
   const int64_t elem = attentionElemBytes(args.k.dt);

@@ -112,6 +112,10 @@ struct AttentionWorkspace {
   /// head_dim 16, 32, 64, 80, 96 or 128, sm_80 or newer); off by default
   /// until measured on a GPU against the split kernel.
   bool tensorCore = false;
+  /// With tensorCore and a KV cache: the tensor-core kernel also does the
+  /// cache write and its position check (one launch fewer). Off by
+  /// default: not yet run on a GPU since its fixes (docs/gpu.md).
+  bool fuseCacheWrite = false;
 };
 /// Bytes of workspace attention over `keyRows` keys (S, or the cache's
 /// maxS) uses on a GPU with `multiprocessors`; 0 when it would not split.

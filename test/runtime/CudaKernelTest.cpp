@@ -654,12 +654,13 @@ namespace {
 /// fp32 runs the split kernel), compared row-scaled (expectClose), over a
 /// cache long enough that its 64-key ranges split too.
 void runDecode(CudaTest &t, DType dt, bool graph, bool split = false,
-               bool tensorCore = false) {
+               bool tensorCore = false, bool fuseCacheWrite = false) {
   const int64_t b = 2, hq = 4, hkv = 2, d = 64, prefill = 9;
   const int64_t maxS = tensorCore ? 256 : 80;
   const int steps = 4;
   cu::AttentionWorkspace ws;
   ws.tensorCore = tensorCore;
+  ws.fuseCacheWrite = fuseCacheWrite;
   if (split) {
     ws.multiprocessors = 132;
     ws.bytes = cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132, 0, 0,
@@ -768,6 +769,17 @@ TEST_P(CudaKernels, AttentionTensorCoreDecodeStepsOneSplit) {
   runDecode(*this, GetParam(), false, /*split=*/false, /*tensorCore=*/true);
 }
 
+// The same with the cache write fused into the tensor-core kernel.
+TEST_P(CudaKernels, AttentionTensorCoreFusedWriteDecodeStepsCapturedInGraph) {
+  runDecode(*this, GetParam(), true, /*split=*/true, /*tensorCore=*/true,
+            /*fuseCacheWrite=*/true);
+}
+
+TEST_P(CudaKernels, AttentionTensorCoreFusedWriteDecodeStepsOneSplit) {
+  runDecode(*this, GetParam(), false, /*split=*/false, /*tensorCore=*/true,
+            /*fuseCacheWrite=*/true);
+}
+
 // The tensor-core kernel (AttentionTensorCore.cuh) against the CPU kernel,
 // row-scaled (expectClose: P is rounded to the value dtype before P V, an
 // error absolute in the row's magnitude): every head_dim it is built for,
@@ -856,6 +868,19 @@ TEST_P(CudaKernels, AttentionTensorCoreMatchesCpu) {
         cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc, asI(dpos), p);
     ASSERT_TRUE(want) << want.status().message();
     expectClose(download(o), stored(dt, *want), what, true);
+    // Again from the same caches with the cache write fused into the
+    // tensor-core kernel (AttentionWorkspace::fuseCacheWrite): the same
+    // output and the same caches.
+    ws.fuseCacheWrite = true;
+    cu::TensorRef fkc = upload(kc), fvc = upload(vc), fo = alloc(dt, q.shape);
+    ASSERT_OK(cu::attentionWithCache(dq, dk, dv, fkc, fvc, upload(dpos), fo, p,
+                                     flag->get(), stream(), ws));
+    ASSERT_OK(flag->check(stream()));
+    expectClose(download(fo), stored(dt, *want), what + ", write fused", true);
+    expectSameBytes(download(fkc).bytes, stored(dt, ckc).bytes,
+                    what + ", write fused: k cache");
+    expectSameBytes(download(fvc).bytes, stored(dt, cvc).bytes,
+                    what + ", write fused: v cache");
   }
 }
 
@@ -1043,76 +1068,99 @@ TEST_P(CudaKernels, AttentionSplitKvRelaunchedOnOneWorkspace) {
 // A position out of range with a split-KV workspace: the error is
 // recorded and nothing is written (caches, o, by the split blocks and the
 // combine alike); attention without a cache and a valid decode step on the
-// same workspace match the CPU afterwards.
-TEST_P(CudaKernels, AttentionSplitKvPositionOutOfRange) {
-  DType dt = GetParam();
+// same workspace match the CPU afterwards. With `tensorCore`, the
+// tensor-core kernel; with `fuseCacheWrite` too, it does the cache write
+// and its position check itself.
+void runPositionOutOfRange(CudaTest &t, DType dt, bool tensorCore,
+                           bool fuseCacheWrite = false) {
   const int64_t b = 2, hq = 8, hkv = 2, d = 64, maxS = 512, s = 100;
   AttentionParams p = attnParams(hq, hkv, d, true);
   cu::AttentionWorkspace ws;
   ws.multiprocessors = 132;
-  ws.bytes =
-      std::max(cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132),
-               cu::attentionWorkspaceBytes({b, s, hq, d}, hkv, s, 132));
-  ASSERT_GT(cu::attentionWorkspaceBytes({b, 1, hq, d}, hkv, maxS, 132), 0u);
-  ASSERT_GT(cu::attentionWorkspaceBytes({b, s, hq, d}, hkv, s, 132), 0u);
-  ws.data = rawAlloc(ws.bytes);
+  ws.tensorCore = tensorCore;
+  ws.fuseCacheWrite = fuseCacheWrite;
+  const size_t decodeBytes = cu::attentionWorkspaceBytes(
+      {b, 1, hq, d}, hkv, maxS, 132, 0, 0, tensorCore);
+  const size_t prefillBytes =
+      cu::attentionWorkspaceBytes({b, s, hq, d}, hkv, s, 132, 0, 0, tensorCore);
+  ws.bytes = std::max(decodeBytes, prefillBytes);
+  ASSERT_GT(decodeBytes, 0u);
+  ASSERT_GT(prefillBytes, 0u);
+  ws.data = t.rawAlloc(ws.bytes);
   uint32_t seed = 601;
   HostTensor q = randomTensor(dt, {b, 1, hq, d}, -1, 1, seed++);
   HostTensor k = randomTensor(dt, {b, 1, hkv, d}, -1, 1, seed++);
   HostTensor v = randomTensor(dt, {b, 1, hkv, d}, -1, 1, seed++);
   HostTensor kc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
   HostTensor vc = randomTensor(dt, {b, maxS, hkv, d}, -1, 1, seed++);
-  cu::TensorRef dq = upload(q), dk = upload(k), dv = upload(v);
+  cu::TensorRef dq = t.upload(q), dk = t.upload(k), dv = t.upload(v);
   auto flag = cu::DeviceErrorFlag::create();
   ASSERT_TRUE(flag) << flag.status().message();
 
   // Batch 1 would write row 512 of 512; batch 0 is in range and is not
   // written either.
   const std::vector<int64_t> bad{300, maxS};
-  cu::TensorRef dkc = upload(kc), dvc = upload(vc), o = alloc(dt, q.shape);
-  HostTensor before = download(o);
+  cu::TensorRef dkc = t.upload(kc), dvc = t.upload(vc),
+                o = t.alloc(dt, q.shape);
+  HostTensor before = t.download(o);
   ASSERT_OK(cu::attentionWithCache(
-      dq, dk, dv, dkc, dvc, upload(HostTensor::fromInts(DType::I64, {b}, bad)),
-      o, p, flag->get(), stream(), ws));
-  Status st = flag->check(stream());
+      dq, dk, dv, dkc, dvc,
+      t.upload(HostTensor::fromInts(DType::I64, {b}, bad)), o, p, flag->get(),
+      t.stream(), ws));
+  Status st = flag->check(t.stream());
   FTensor ckc = asF(kc), cvc = asF(vc);
   auto cpuResult = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
                                            ITensor{{b}, bad}, p);
   ASSERT_FALSE(cpuResult);
   ASSERT_FALSE(st) << "no device error for position " << bad[1];
   EXPECT_EQ(st.message(), cpuResult.status().message());
-  expectSameBytes(download(dkc).bytes, kc.bytes, "k cache untouched");
-  expectSameBytes(download(dvc).bytes, vc.bytes, "v cache untouched");
-  expectSameBytes(download(o).bytes, before.bytes, "o untouched");
+  expectSameBytes(t.download(dkc).bytes, kc.bytes, "k cache untouched");
+  expectSameBytes(t.download(dvc).bytes, vc.bytes, "v cache untouched");
+  expectSameBytes(t.download(o).bytes, before.bytes, "o untouched");
 
   // Attention without a cache on the same workspace.
   {
     HostTensor pq = randomTensor(dt, {b, s, hq, d}, -1, 1, seed++);
     HostTensor pk = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
     HostTensor pv = randomTensor(dt, {b, s, hkv, d}, -1, 1, seed++);
-    cu::TensorRef po = alloc(dt, pq.shape);
-    ASSERT_OK(
-        cu::attention(upload(pq), upload(pk), upload(pv), po, p, stream(), ws));
+    cu::TensorRef po = t.alloc(dt, pq.shape);
+    ASSERT_OK(cu::attention(t.upload(pq), t.upload(pk), t.upload(pv), po, p,
+                            t.stream(), ws));
     auto want = cpu::attention(asF(pq), asF(pk), asF(pv), p);
     ASSERT_TRUE(want) << want.status().message();
-    expectClose(download(po), stored(dt, *want),
-                "attention without a cache after the error");
+    expectClose(t.download(po), stored(dt, *want),
+                "attention without a cache after the error", tensorCore);
   }
 
   // A valid decode step.
   const std::vector<int64_t> good{300, maxS - 1};
   ASSERT_OK(cu::attentionWithCache(
-      dq, dk, dv, dkc, dvc, upload(HostTensor::fromInts(DType::I64, {b}, good)),
-      o, p, flag->get(), stream(), ws));
-  ASSERT_OK(flag->check(stream()));
+      dq, dk, dv, dkc, dvc,
+      t.upload(HostTensor::fromInts(DType::I64, {b}, good)), o, p, flag->get(),
+      t.stream(), ws));
+  ASSERT_OK(flag->check(t.stream()));
   auto want = cpu::attentionWithCache(asF(q), asF(k), asF(v), ckc, cvc,
                                       ITensor{{b}, good}, p);
   ASSERT_TRUE(want) << want.status().message();
-  expectClose(download(o), stored(dt, *want), "decode after the error: o");
-  expectSameBytes(download(dkc).bytes, stored(dt, ckc).bytes,
+  expectClose(t.download(o), stored(dt, *want), "decode after the error: o",
+              tensorCore);
+  expectSameBytes(t.download(dkc).bytes, stored(dt, ckc).bytes,
                   "decode after the error: k cache");
-  expectSameBytes(download(dvc).bytes, stored(dt, cvc).bytes,
+  expectSameBytes(t.download(dvc).bytes, stored(dt, cvc).bytes,
                   "decode after the error: v cache");
+}
+
+TEST_P(CudaKernels, AttentionSplitKvPositionOutOfRange) {
+  runPositionOutOfRange(*this, GetParam(), /*tensorCore=*/false);
+}
+
+TEST_P(CudaKernels, AttentionTensorCorePositionOutOfRange) {
+  runPositionOutOfRange(*this, GetParam(), /*tensorCore=*/true);
+}
+
+TEST_P(CudaKernels, AttentionTensorCoreFusedWritePositionOutOfRange) {
+  runPositionOutOfRange(*this, GetParam(), /*tensorCore=*/true,
+                        /*fuseCacheWrite=*/true);
 }
 
 TEST_P(CudaKernels, AttentionCachePositionOutOfRange) {
