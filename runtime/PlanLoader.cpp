@@ -1335,12 +1335,7 @@ Status checkFunctionSchedule(const braid::plan::Function &f) {
   // Adjacent sends and receives issued as one group run concurrently
   // (P2PGroups.h): a sync member's accesses are in flight until the
   // group's last member, its results written by then.
-  std::vector<int> groupLast(n, -1);
-  std::vector<int> ends = p2pGroupEnds(f);
-  for (unsigned i = 0; i < n; ++i)
-    if (ends[i] >= 0)
-      for (int j = int(i); j < ends[i]; ++j)
-        groupLast[size_t(j)] = ends[i] - 1;
+  const std::vector<int> groupLast = p2pGroupLasts(p2pGroupEnds(f));
   // The op whose write each tensor's readers must see: its producer, the
   // wait for an async payload, the last member of a sync member's group,
   // -1 for entry tensors. A placed view's readers see its operand's writer.

@@ -16,7 +16,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
-#include <set>
 
 using namespace mlir;
 using namespace mlir::braid;
@@ -378,43 +377,6 @@ FailureOr<int> PlanExporter::stateSlot(func::FuncOp func, unsigned arg) {
   return it->second;
 }
 
-/// The last op of the point-to-point group plan op `at` is issued in, by
-/// the runtimes' rule (runtime/P2PGroups.h) over the ops exported so far:
-/// `at` itself when it is in none.
-static size_t lastOfPointToPointGroup(
-    const std::vector<std::unique_ptr<::braid::plan::OpT>> &ops, size_t at) {
-  const ::braid::plan::OpT &x = *ops[at];
-  auto joins = [&](size_t prev, size_t next) {
-    const ::braid::plan::OpT &a = *ops[prev], &b = *ops[next];
-    return ::braid::rt::isPointToPoint(a.opcode) &&
-           ::braid::rt::isPointToPoint(b.opcode) && a.stream == x.stream &&
-           b.stream == x.stream && a.group == x.group && b.group == x.group &&
-           b.wait_events.empty() && a.record_events.empty();
-  };
-  if (!::braid::rt::isPointToPoint(x.opcode))
-    return at;
-  // The stretch of joinable ops around `at`, then its groups in order:
-  // a member reading what an earlier one of its group received starts the
-  // next group (P2PGroups.h), so groups are found from the stretch's head.
-  size_t head = at;
-  while (head > 0 && joins(head - 1, head))
-    --head;
-  for (size_t first = head;;) {
-    std::set<int> received;
-    size_t j = first;
-    for (;; ++j) {
-      received.insert(ops[j]->results.begin(), ops[j]->results.end());
-      if (j + 1 >= ops.size() || !joins(j, j + 1) ||
-          llvm::any_of(ops[j + 1]->operands,
-                       [&](int t) { return received.count(t) > 0; }))
-        break;
-    }
-    if (j >= at)
-      return j;
-    first = j + 1;
-  }
-}
-
 LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
   FailureOr<std::optional<FunctionMemoryPlan>> attached =
       readAttachedMemoryPlan(func);
@@ -475,6 +437,8 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
   std::map<int64_t, int> lastOpOfStream;              // plan op index
   std::map<int64_t, std::vector<int>> pendingWaits;   // events per stream
   std::vector<int64_t> eventStream; // the stream each plan event is recorded on
+  // Events of waits on another stream than their start: (start op, event).
+  std::vector<std::pair<int, int>> recordAfterGroup;
   llvm::DenseMap<Value, std::pair<int, int64_t>> startOf; // handle -> op, stream
   for (Operation &op : func.getBody().front()) {
     if (auto param = dyn_cast<ParameterOp>(op)) {
@@ -728,12 +692,7 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
       if (startStream != stream) {
         int id = numEvents++;
         eventStream.push_back(startStream);
-        // Recorded after the start's point-to-point group, not on a member
-        // inside it: an event there would end the group early and split an
-        // exchange that only completes as one (a deadlock); the group's
-        // work completes together anyway.
-        ops[lastOfPointToPointGroup(ops, size_t(startIndex))]
-            ->record_events.push_back(id);
+        recordAfterGroup.push_back({startIndex, id}); // placed below
         o->wait_events.push_back(id);
       }
     }
@@ -769,6 +728,20 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
     ops.push_back(std::move(o));
   }
   out->num_handles = fx.numHandles();
+  // A wait on another stream than its start waits for an event recorded
+  // after the start's point-to-point group (runtime/P2PGroups.h), not on a
+  // member inside it: an event there would end the group early and split
+  // an exchange that only completes as one (a deadlock); the group's work
+  // completes together anyway. The groups are the finished plan's, found
+  // without these events: one on a group's last member changes none.
+  const std::vector<int> groupLast = ::braid::rt::p2pGroupLasts(
+      ::braid::rt::p2pGroupEnds(ops.size(), [&](size_t i) {
+        return ::braid::rt::p2pGroupView(*ops[i]);
+      }));
+  for (auto [start, id] : recordAfterGroup) {
+    int last = groupLast[size_t(start)];
+    ops[size_t(last >= 0 ? last : start)]->record_events.push_back(id);
+  }
   out->num_events = numEvents;
   plan_.functions.push_back(std::move(out));
   return success();

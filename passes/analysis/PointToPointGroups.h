@@ -1,5 +1,4 @@
-//===- PointToPointGroups.h - Sends and receives issued as one group -*- C++
-//-*-===//
+//===- PointToPointGroups.h - Sends, receives issued together -*- C++ -*-===//
 //
 // Both runtimes issue a run of adjacent point-to-point ops (send, recv,
 // send_start, recv_start) on one stream and device group as one NCCL group

@@ -1,5 +1,4 @@
-//===- AttentionChoice.h - Which kernel runs attention -----------*- C++
-//-*-===//
+//===- AttentionChoice.h - Which kernel runs attention ------*- C++ -*-===//
 //
 // The CUDA executor has two attention kernels: the split-KV kernel on CUDA
 // cores (any dtype and head_dim) and the tensor-core kernel
