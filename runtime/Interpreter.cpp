@@ -1087,9 +1087,9 @@ Status OpRunner::runOpsStrict(std::mt19937_64 &rng) {
 // an error instead of terminating on std::bad_alloc.
 Expected<std::unique_ptr<Interpreter>>
 Interpreter::create(LoadedPlan plan, int rank, Communicator &comm,
-                    uint64_t seed, bool syntheticWeights) {
+                    SyntheticWeights weights, bool syntheticWeights) {
   try {
-    return createImpl(std::move(plan), rank, comm, seed, syntheticWeights);
+    return createImpl(std::move(plan), rank, comm, weights, syntheticWeights);
   } catch (const std::exception &e) { // bad_alloc, length_error
     return errorf("rank ", rank, ": out of memory for parameters and state (",
                   e.what(), ")");
@@ -1108,7 +1108,7 @@ Expected<TensorMap> Interpreter::run(std::string_view function,
 
 Expected<std::unique_ptr<Interpreter>>
 Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
-                        uint64_t seed, bool syntheticWeights) {
+                        SyntheticWeights weights, bool syntheticWeights) {
   const plan::Plan &root = plan.root();
   if (rank < 0 || rank >= root.world_size())
     return errorf("rank ", rank, " is outside world_size ", root.world_size());
@@ -1137,7 +1137,7 @@ Interpreter::createImpl(LoadedPlan plan, int rank, Communicator &comm,
         continue;
       }
       in->unset_.push_back(false);
-      auto value = initialParameterValue(p, param, rank, seed);
+      auto value = initialParameterValue(p, param, rank, weights);
       if (!value)
         return value.status();
       HostTensor local = value.take();
@@ -1410,7 +1410,8 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
-    auto in = Interpreter::create(plan, i, *r->comm_, options.seed,
+    auto in = Interpreter::create(plan, i, *r->comm_,
+                                  {options.seed, options.amplitude},
                                   options.syntheticWeights);
     if (!in)
       return in.status();

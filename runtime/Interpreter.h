@@ -28,6 +28,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
+#include "runtime/Weights.h"
 
 #include <algorithm>
 #include <chrono>
@@ -62,8 +63,9 @@ constexpr int kMaxCpuRanks = 1024;
 
 /// How a ThreadedRunner is built.
 struct RunnerOptions {
-  /// Seed of the generated weights.
+  /// Seed and amplitude of the generated weights.
   uint64_t seed = 0;
+  weights::Amplitude amplitude = weights::Amplitude::Flat;
   /// false: parameters start unset, for a caller that sets every one
   /// itself (a checkpoint; generating weights it then replaced doubled a
   /// checkpoint run's set-up); a step before then is an error.
@@ -112,12 +114,12 @@ Status checkHostResources(const plan::Plan &plan, const RunnerOptions &options);
 class Interpreter {
 public:
   /// Builds rank `rank`'s interpreter: its parameter slices (generated
-  /// from `seed`; without `syntheticWeights`, unset until setParameter,
+  /// as `weights` says; without `syntheticWeights`, unset until setParameter,
   /// for a caller that sets every one: a step before that is an error) and
   /// zeroed state slots.
   static Expected<std::unique_ptr<Interpreter>>
-  create(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed = 0,
-         bool syntheticWeights = true);
+  create(LoadedPlan plan, int rank, Communicator &comm,
+         SyntheticWeights weights = {}, bool syntheticWeights = true);
 
   /// Runs one step of `function`. `inputs` must bind exactly the function's
   /// inputs by name, with matching dtype and shape.
@@ -151,8 +153,8 @@ public:
 
 private:
   static Expected<std::unique_ptr<Interpreter>>
-  createImpl(LoadedPlan plan, int rank, Communicator &comm, uint64_t seed,
-             bool syntheticWeights);
+  createImpl(LoadedPlan plan, int rank, Communicator &comm,
+             SyntheticWeights weights, bool syntheticWeights);
   Expected<TensorMap> runImpl(std::string_view function,
                               const TensorMap &inputs);
   Interpreter(LoadedPlan plan, int rank, Communicator &comm)

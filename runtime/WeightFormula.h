@@ -1,4 +1,5 @@
-//===- WeightFormula.h - The deterministic weights, host and device -*- C++ -*-===//
+//===- WeightFormula.h - The deterministic weights, host and device -*- C++
+//-*-===//
 //
 // The one definition of the synthetic weights, compiled by the host compiler
 // (runtime/Weights.cpp) and by nvcc (the CUDA executor generates parameters
@@ -7,6 +8,9 @@
 //   value(seed, name, i) = scale * u          (1 + scale * u for norm weights)
 //   u = 24 random bits of splitmix64(seed ^ splitmix64(fnv1a(name) + i))
 //       mapped exactly onto [-1, 1)
+//
+// where scale is one fp32 number per tensor, chosen by an Amplitude on the
+// host (runtime/Weights.h, weightScale): 0.02 for every tensor by default.
 //
 // where i is the element's row-major index in the FULL (unpadded) tensor, and
 // LocalIndexMap turns a rank's local element index into that i (or -1 for
@@ -27,8 +31,23 @@
 
 namespace braid::rt::weights {
 
+/// The default (Amplitude::Flat) scale of every tensor.
 constexpr float kScale = 0.02f;
 constexpr int kMaxRank = 8;
+
+/// How large the synthetic weights are (runtime/Weights.h, weightScale).
+enum class Amplitude : uint8_t {
+  /// Every tensor scale kScale: the default. Small enough that no config
+  /// overflows, but attention over such weights is nearly uniform, so a
+  /// RoPE, mask or softmax-scale error barely moves the logits.
+  Flat,
+  /// A tensor of rank >= 2 has std 1/sqrt(its last dim) (an [out, in]
+  /// Linear's fan-in): scale sqrt(3 / last dim), rounded once to fp32.
+  /// Vectors (biases, norm offsets) scale kVectorScaleFanIn. Activations
+  /// and attention scores are O(1), as in a trained model.
+  FanIn,
+};
+constexpr float kVectorScaleFanIn = 0.25f;
 
 BRAID_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -48,19 +67,21 @@ BRAID_HOST_DEVICE inline uint64_t fnv1a(const void *data, uint64_t n,
   return h;
 }
 
-/// Element `fullIndex` of the parameter whose name hashes to `nameHash`.
+/// Element `fullIndex` of the parameter whose name hashes to `nameHash`,
+/// whose tensor's scale is `scale`.
 BRAID_HOST_DEVICE inline float weightFromHash(uint64_t seed, uint64_t nameHash,
-                                              int64_t fullIndex, bool norm) {
+                                              int64_t fullIndex, bool norm,
+                                              float scale) {
   uint64_t h = splitmix64(seed ^ splitmix64(nameHash + uint64_t(fullIndex)));
   // 24 bits * 2^-23 - 1 is exact in fp32; only the scale and the norm
   // offset round. nvcc would fuse them into one FMA (one rounding, a
   // different value): the _rn intrinsics keep them two IEEE operations.
   float u = float(h >> 40) * (1.0f / float(1 << 23)) - 1.0f;
 #if defined(__CUDA_ARCH__)
-  float v = __fmul_rn(kScale, u);
+  float v = __fmul_rn(scale, u);
   return norm ? __fadd_rn(1.0f, v) : v;
 #else
-  float v = kScale * u;
+  float v = scale * u;
   return norm ? 1.0f + v : v;
 #endif
 }

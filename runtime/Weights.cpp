@@ -5,6 +5,7 @@
 #include "runtime/Threads.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -30,27 +31,54 @@ uint64_t braid::rt::weightNameHash(std::string_view name) {
   return weights::fnv1a(name.data(), name.size());
 }
 
-float braid::rt::weightValue(uint64_t seed, std::string_view name,
-                             int64_t fullIndex) {
-  return weights::weightFromHash(seed, weightNameHash(name), fullIndex,
-                                 isNormWeight(name));
+const char *braid::rt::amplitudeName(weights::Amplitude amplitude) {
+  return amplitude == weights::Amplitude::FanIn ? "fan-in" : "flat";
 }
 
-/// Synthetic element `fullIndex` of parameter `name`: weightValue, with
-/// the name's hash and kind computed once, not per element.
-static auto syntheticValue(uint64_t seed, std::string_view name) {
+std::optional<weights::Amplitude>
+braid::rt::parseAmplitude(std::string_view name) {
+  if (name == "flat")
+    return weights::Amplitude::Flat;
+  if (name == "fan-in")
+    return weights::Amplitude::FanIn;
+  return std::nullopt;
+}
+
+float braid::rt::weightScale(weights::Amplitude amplitude,
+                             const Shape &fullShape) {
+  if (amplitude == weights::Amplitude::Flat)
+    return weights::kScale;
+  if (fullShape.size() < 2 || fullShape.back() < 1)
+    return weights::kVectorScaleFanIn;
+  // sqrt in double, rounded once to fp32: what make_golden.py computes.
+  return float(std::sqrt(3.0 / double(fullShape.back())));
+}
+
+float braid::rt::weightValue(uint64_t seed, std::string_view name,
+                             int64_t fullIndex, float scale) {
+  return weights::weightFromHash(seed, weightNameHash(name), fullIndex,
+                                 isNormWeight(name), scale);
+}
+
+/// Synthetic element `fullIndex` of parameter `name` (full shape
+/// `fullShape`): weightValue, with the name's hash, kind and scale
+/// computed once, not per element.
+static auto syntheticValue(const SyntheticWeights &w, std::string_view name,
+                           const Shape &fullShape) {
+  uint64_t seed = w.seed;
   uint64_t hash = weightNameHash(name);
   bool norm = isNormWeight(name);
+  float scale = weightScale(w.amplitude, fullShape);
   return [=](int64_t fullIndex) {
-    return weights::weightFromHash(seed, hash, fullIndex, norm);
+    return weights::weightFromHash(seed, hash, fullIndex, norm, scale);
   };
 }
 
-std::vector<float> braid::rt::generateFullWeights(uint64_t seed,
-                                                  std::string_view name,
-                                                  const Shape &fullShape) {
+std::vector<float>
+braid::rt::generateFullWeights(const SyntheticWeights &weights,
+                               std::string_view name, const Shape &fullShape) {
   std::vector<float> out(static_cast<size_t>(numElements(fullShape)));
-  auto value = syntheticValue(seed, name);
+  auto value = syntheticValue(weights, name, fullShape);
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = value(int64_t(i));
   return out;
@@ -230,18 +258,18 @@ braid::rt::sliceForRank(const std::vector<float> &full, const Shape &fullShape,
 }
 
 Expected<std::vector<float>> braid::rt::generateLocalWeights(
-    uint64_t seed, std::string_view name, const Shape &fullShape,
-    const Shape &paddedShape, const ShardSpec &spec) {
+    const SyntheticWeights &weights, std::string_view name,
+    const Shape &fullShape, const Shape &paddedShape, const ShardSpec &spec) {
   auto rows = RowMap::create(fullShape, paddedShape, spec);
   if (!rows)
     return rows.status();
-  return localValues(*rows, syntheticValue(seed, name));
+  return localValues(*rows, syntheticValue(weights, name, fullShape));
 }
 
 Expected<HostTensor>
 braid::rt::initialParameterValue(const plan::Plan &plan,
                                  const plan::Parameter &param, int worldRank,
-                                 uint64_t seed) {
+                                 const SyntheticWeights &weights) {
   auto [full, local, padded] = parameterShapes(param);
   auto fail = [&](const Status &st) {
     return errorf("parameter '", param.name()->str(), "': ", st.message());
@@ -258,7 +286,8 @@ braid::rt::initialParameterValue(const plan::Plan &plan,
   // whole parameter (for bf16 weights, twice their size) on the way.
   HostTensor t(param.dtype(), local);
   size_t rowBytes = size_t(rows->width) * dtypeSize(param.dtype());
-  forEachLocalRow(*rows, syntheticValue(seed, param.name()->string_view()),
+  forEachLocalRow(*rows,
+                  syntheticValue(weights, param.name()->string_view(), full),
                   [&](int64_t r, const float *values) {
                     storeFromFloat(param.dtype(), values, rows->width,
                                    t.bytes.data() + size_t(r) * rowBytes);

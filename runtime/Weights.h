@@ -3,7 +3,8 @@
 // value = f(seed, parameter name, linear index in the FULL tensor), so a
 // rank's slice depends only on the shard rule: TP=1 and TP=N runs compute
 // the same function. Norm weights ("norm" in the name, or a GPT-2 "ln_*"
-// module) are 1 + small noise so activations keep their scale.
+// module) are 1 + small noise so activations keep their scale. How small
+// is the Amplitude's choice (runtime/WeightFormula.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BRAID_RUNTIME_WEIGHTS_H
@@ -13,10 +14,32 @@
 #include "runtime/Status.h"
 #include "runtime/WeightFormula.h"
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
 namespace braid::rt {
+
+/// Which synthetic weights a run generates. A seed alone converts to the
+/// default (Flat) weights of that seed.
+struct SyntheticWeights {
+  uint64_t seed = 0;
+  weights::Amplitude amplitude = weights::Amplitude::Flat;
+
+  SyntheticWeights() = default;
+  SyntheticWeights(uint64_t seed,
+                   weights::Amplitude amplitude = weights::Amplitude::Flat)
+      : seed(seed), amplitude(amplitude) {}
+};
+
+/// "flat" / "fan-in", and back (nullopt for any other name).
+const char *amplitudeName(weights::Amplitude amplitude);
+std::optional<weights::Amplitude> parseAmplitude(std::string_view name);
+
+/// The scale of a tensor of full shape `fullShape` under `amplitude`
+/// (WeightFormula.h: Flat kScale; FanIn sqrt(3 / last dim) for rank >= 2,
+/// kVectorScaleFanIn below that).
+float weightScale(weights::Amplitude amplitude, const Shape &fullShape);
 
 /// How one rank's slice is cut (braid.parameter semantics).
 struct ShardSpec {
@@ -43,7 +66,8 @@ ShardSpec shardSpecFor(const plan::Plan &plan, const plan::Parameter &param,
 /// name the parameter.
 Expected<HostTensor> initialParameterValue(const plan::Plan &plan,
                                            const plan::Parameter &param,
-                                           int worldRank, uint64_t seed);
+                                           int worldRank,
+                                           const SyntheticWeights &weights);
 
 /// The index in plan.parameters() of the parameter `name` that `local`
 /// replaces, once `local` has its local shape and dtype: what every
@@ -59,11 +83,14 @@ bool isNormWeight(std::string_view name);
 /// The name's part of the formula (runtime/WeightFormula.h).
 uint64_t weightNameHash(std::string_view name);
 
-/// Element `fullIndex` (row-major in the unpadded full tensor).
-float weightValue(uint64_t seed, std::string_view name, int64_t fullIndex);
+/// Element `fullIndex` (row-major in the unpadded full tensor) of a tensor
+/// whose scale is `scale` (weightScale).
+float weightValue(uint64_t seed, std::string_view name, int64_t fullIndex,
+                  float scale = weights::kScale);
 
 /// The whole full tensor.
-std::vector<float> generateFullWeights(uint64_t seed, std::string_view name,
+std::vector<float> generateFullWeights(const SyntheticWeights &weights,
+                                       std::string_view name,
                                        const Shape &fullShape);
 
 /// The local shape for `spec` (padded shape cut along spec.dim).
@@ -83,11 +110,10 @@ Expected<std::vector<float>> sliceForRank(const std::vector<float> &full,
 
 /// Same result as sliceForRank(generateFullWeights(...)) without building
 /// the full tensor.
-Expected<std::vector<float>> generateLocalWeights(uint64_t seed,
-                                                  std::string_view name,
-                                                  const Shape &fullShape,
-                                                  const Shape &paddedShape,
-                                                  const ShardSpec &spec);
+Expected<std::vector<float>>
+generateLocalWeights(const SyntheticWeights &weights, std::string_view name,
+                     const Shape &fullShape, const Shape &paddedShape,
+                     const ShardSpec &spec);
 
 } // namespace braid::rt
 

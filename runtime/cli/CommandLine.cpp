@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cli/CommandLine.h"
+#include "runtime/Weights.h"
 
 #include <sys/stat.h>
 
@@ -422,6 +423,13 @@ void CommandLine::addWeights() {
         "parameter name, index in the full tensor), so every tp computes the "
         "same function",
         setNumber("--seed", o_.seed));
+  value("--weight-scale", "flat|fan-in", "flat",
+        "how large the generated weights are. flat: every value 0.02 x u, u "
+        "uniform in [-1, 1) (norm weights 1 + 0.02 x u). fan-in: a matrix's "
+        "values have std 1/sqrt(its last dim), vectors 0.25 x u, so "
+        "attention is as peaked as in a trained model and a RoPE, mask or "
+        "scale error moves the logits far more (the golden tests use both)",
+        setText(o_.weightScale));
   value("--weights", "PATH", "generated weights, see --seed",
         "Hugging Face safetensors checkpoint instead: a .safetensors file, a "
         "sharded checkpoint's index (model.safetensors.index.json, shards "
@@ -615,6 +623,12 @@ Status checkCombinations(const Options &o) {
     return errorf("--attention-kernel ", o.attentionKernel,
                   " needs --backend cuda (--tensor-core-attention is "
                   "--attention-kernel tensor-core)");
+  if (!parseAmplitude(o.weightScale))
+    return errorf("--weight-scale '", o.weightScale,
+                  "' is unknown; use flat or fan-in");
+  if (o.weightScale != "flat" && !o.weights.empty())
+    return errorf("--weight-scale shapes the generated weights; --weights "
+                  "loads a checkpoint instead: use one");
   if (o.fuseCacheWrite && o.backend != "cuda")
     return errorf("--fuse-cache-write needs --backend cuda");
   if (o.gemmAutotune < 0 || o.gemmAutotune > 64)

@@ -50,6 +50,8 @@ struct Options {
   std::vector<int64_t> forceTokens;
   uint64_t promptSeed = 0;
   uint64_t seed = 0;
+  /// flat or fan-in (runtime/WeightFormula.h, Amplitude).
+  std::string weightScale = "flat";
   std::string weights;
   bool allowUnusedWeights = false;
   /// --weights, opened once (each shard mapped once) and shared by every

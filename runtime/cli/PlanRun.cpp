@@ -3,6 +3,7 @@
 
 #include "runtime/Safetensors.h"
 #include "runtime/ShardedOutput.h"
+#include "runtime/Weights.h"
 
 #include <algorithm>
 #include <chrono>
@@ -110,6 +111,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
   if (backend == "cpu") {
     RunnerOptions ro;
     ro.seed = o.seed;
+    ro.amplitude = *parseAmplitude(o.weightScale);
     // loadCheckpoint sets every parameter (or fails).
     ro.syntheticWeights = !o.checkpoint;
     ro.collectiveTimeout = std::chrono::milliseconds(
@@ -133,6 +135,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     cuda::ExecutorOptions eo;
     eo.graph = o.graph;
     eo.seed = o.seed;
+    eo.amplitude = *parseAmplitude(o.weightScale);
     eo.stepTimeoutSeconds = o.timeout;
     eo.profile = profiling;
     eo.devices = o.devices;

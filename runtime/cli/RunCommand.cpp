@@ -87,7 +87,9 @@ Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
   if (opts) {
     id.planPath = opts->plan;
     id.weights = opts->weights.empty()
-                     ? "generated weights, --seed " + std::to_string(opts->seed)
+                     ? "generated weights, --seed " +
+                           std::to_string(opts->seed) + " --weight-scale " +
+                           opts->weightScale
                      : "checkpoint '" + opts->weights + "'";
   }
   if (loaded) {

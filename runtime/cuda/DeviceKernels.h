@@ -207,10 +207,11 @@ cudaError_t launchStridedCopy(void *dst, const void *src, const CopyPlan &plan,
                               cudaStream_t stream);
 
 /// out[e] = the deterministic weight of local element e (WeightFormula.h),
-/// zero for padding, for e < map.localCount.
+/// zero for padding, for e < map.localCount; `scale` is the tensor's
+/// (weightScale, computed on the host).
 cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
                                   uint64_t seed, uint64_t nameHash, bool norm,
-                                  cudaStream_t stream);
+                                  float scale, cudaStream_t stream);
 
 /// One thread spinning for `nanoseconds` of the global timer (tests).
 cudaError_t launchStall(uint64_t nanoseconds, cudaStream_t stream);

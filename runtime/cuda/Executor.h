@@ -39,6 +39,7 @@
 #include "runtime/Profile.h"
 #include "runtime/Status.h"
 #include "runtime/Threads.h"
+#include "runtime/Weights.h"
 #include "runtime/cuda/AttentionChoice.h"
 
 #include <map>
@@ -57,7 +58,8 @@ struct ExecutorOptions {
   /// in NCCL's order (CommMatching.h); off only for tests of how a
   /// deadlocking exchange ends.
   bool checkCommunication = true;
-  uint64_t seed = 0;   // deterministic weights
+  uint64_t seed = 0; // deterministic weights: seed and amplitude
+  weights::Amplitude amplitude = weights::Amplitude::Flat;
   size_t gemmWorkspaceBytes = size_t(32) << 20;
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
   /// GPUs to use. One process for all ranks: devices[r] runs world rank r

@@ -590,8 +590,8 @@ Status cuda::reshape(const TensorRef &x, const TensorRef &y,
 
 Status cuda::generateParameter(const plan::Plan &plan,
                                const plan::Parameter &param, int worldRank,
-                               uint64_t seed, const TensorRef &y,
-                               cudaStream_t stream) {
+                               const SyntheticWeights &weights,
+                               const TensorRef &y, cudaStream_t stream) {
   std::string name = param.name()->str();
   auto [full, local, padded] = parameterShapes(param);
   auto map = localIndexMap(full, padded, shardSpecFor(plan, param, worldRank));
@@ -603,7 +603,8 @@ Status cuda::generateParameter(const plan::Plan &plan,
                   formatShape(y.shape), " x ", dtypeName(y.dtype));
   BRAID_RETURN_IF_ERROR(checkData("parameter", name.c_str(), y));
   BRAID_CUDA_CHECK(detail::launchGenerateWeights(
-      out(y), *map, seed, weightNameHash(name), isNormWeight(name), stream));
+      out(y), *map, weights.seed, weightNameHash(name), isNormWeight(name),
+      weightScale(weights.amplitude, full), stream));
   return Status::ok();
 }
 

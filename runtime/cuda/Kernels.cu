@@ -940,11 +940,13 @@ __global__ void stridedCopyKernel(U *dst, const U *src, int rank, Dims sizes,
 
 __global__ void generateWeightsKernel(Out out, weights::LocalIndexMap map,
                                       uint64_t seed, uint64_t nameHash,
-                                      bool norm) {
+                                      bool norm, float scale) {
   for (int64_t e = globalThread(); e < map.localCount; e += gridThreads()) {
     const int64_t full = weights::fullIndexOf(map, e);
     store(out, e,
-          full < 0 ? 0.0f : weights::weightFromHash(seed, nameHash, full, norm));
+          full < 0
+              ? 0.0f
+              : weights::weightFromHash(seed, nameHash, full, norm, scale));
   }
 }
 
@@ -1486,11 +1488,11 @@ cudaError_t launchStridedCopy(void *dst, const void *src, const CopyPlan &plan,
 
 cudaError_t launchGenerateWeights(Out out, const weights::LocalIndexMap &map,
                                   uint64_t seed, uint64_t nameHash, bool norm,
-                                  cudaStream_t stream) {
+                                  float scale, cudaStream_t stream) {
   if (map.localCount == 0)
     return cudaSuccess;
   generateWeightsKernel<<<gridFor(map.localCount, kThreads), kThreads, 0,
-                          stream>>>(out, map, seed, nameHash, norm);
+                          stream>>>(out, map, seed, nameHash, norm, scale);
   return cudaGetLastError();
 }
 

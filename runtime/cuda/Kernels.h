@@ -26,6 +26,7 @@
 
 #include "runtime/HostTensor.h"
 #include "runtime/Status.h"
+#include "runtime/Weights.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/DeviceError.h"
 
@@ -183,8 +184,8 @@ Status reshape(const TensorRef &x, const TensorRef &y, cudaStream_t stream);
 /// device into `out` (its local shape and dtype): bit-identical to
 /// initialParameterValue (runtime/Weights.h) without a host copy.
 Status generateParameter(const plan::Plan &plan, const plan::Parameter &param,
-                         int worldRank, uint64_t seed, const TensorRef &out,
-                         cudaStream_t stream);
+                         int worldRank, const SyntheticWeights &weights,
+                         const TensorRef &out, cudaStream_t stream);
 
 /// Owns the device-side DeviceErrorRecord that attentionWithCache reports
 /// through. Create once per executor (outside graph capture).

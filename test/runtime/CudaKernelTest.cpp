@@ -1345,17 +1345,18 @@ TEST_P(CudaKernels, GeneratedWeightsMatchHostBitForBit) {
   DType dt = GetParam();
   std::vector<uint8_t> bytes = weightsPlan(dt).finish();
   const braid::plan::Plan &p = *braid::plan::GetPlan(bytes.data());
-  for (uint64_t seed : {0ull, 12345ull})
+  for (SyntheticWeights w : {SyntheticWeights(0), SyntheticWeights(12345),
+                             SyntheticWeights(7, weights::Amplitude::FanIn)})
     for (int rank = 0; rank < 4; ++rank)
       for (const braid::plan::Parameter *param : *p.parameters()) {
-        auto want = initialParameterValue(p, *param, rank, seed);
+        auto want = initialParameterValue(p, *param, rank, w);
         ASSERT_TRUE(want) << want.status().message();
         cu::TensorRef t = alloc(dt, want->shape);
-        ASSERT_OK(cu::generateParameter(p, *param, rank, seed, t, stream()));
+        ASSERT_OK(cu::generateParameter(p, *param, rank, w, t, stream()));
         expectSameBytes(download(t).bytes, want->bytes,
-                        param->name()->str() + " rank " +
-                            std::to_string(rank) + " seed " +
-                            std::to_string(seed));
+                        param->name()->str() + " rank " + std::to_string(rank) +
+                            " seed " + std::to_string(w.seed) + " " +
+                            amplitudeName(w.amplitude));
       }
 }
 

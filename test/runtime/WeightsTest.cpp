@@ -51,6 +51,65 @@ TEST(Weights, PinnedValues) {
   EXPECT_EQ(bits(weightValue(3, "model.norm.weight", 5)), 0x3f826929u);
 }
 
+// Fan-in weights (braid-run --weight-scale fan-in): one fp32 scale per
+// tensor from its FULL shape, pinned to make_golden.py's values (the
+// golden-logits-fan-in test checks them against transformers).
+TEST(Weights, FanInScalesFromTheFullShape) {
+  auto bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  using weights::Amplitude;
+  EXPECT_EQ(weightScale(Amplitude::Flat, {160, 64}), weights::kScale);
+  EXPECT_EQ(bits(weightScale(Amplitude::FanIn, {160, 64})), 0x3e5db3d7u);
+  EXPECT_EQ(bits(weightScale(Amplitude::FanIn, {7, 96})), 0x3e3504f3u);
+  EXPECT_EQ(weightScale(Amplitude::FanIn, {64}), weights::kVectorScaleFanIn);
+  EXPECT_EQ(weightScale(Amplitude::FanIn, {}), weights::kVectorScaleFanIn);
+  float up = weightScale(Amplitude::FanIn, {160, 64});
+  EXPECT_EQ(bits(weightValue(0, "model.layers.0.mlp.up_proj.weight", 1234, up)),
+            0x3dd6f8b1u);
+  float norm = weightScale(Amplitude::FanIn, {64});
+  EXPECT_EQ(bits(weightValue(0, "model.norm.weight", 5, norm)), 0x3f6b8514u);
+
+  // std 1/sqrt(last dim), mean near 0.
+  auto full = generateFullWeights(
+      {4, Amplitude::FanIn}, "model.layers.0.mlp.up_proj.weight", {64, 256});
+  float scale = weightScale(Amplitude::FanIn, {64, 256});
+  double sum = 0, sumSq = 0;
+  for (float v : full) {
+    EXPECT_LE(std::fabs(v), scale);
+    sum += v;
+    sumSq += double(v) * v;
+  }
+  double n = double(full.size());
+  EXPECT_NEAR(std::sqrt(sumSq / n), 1.0 / 16, 0.002);
+  EXPECT_LT(std::fabs(sum / n), 0.002);
+}
+
+TEST(Weights, FanInShardsUseTheFullTensorsScale) {
+  // Cut along the last dim: each rank holds 2 of 8 columns, but the scale
+  // is sqrt(3 / 8), not sqrt(3 / 2).
+  SyntheticWeights w(3, weights::Amplitude::FanIn);
+  Shape full{6, 8};
+  auto whole = generateFullWeights(w, "w", full);
+  for (int64_t r = 0; r < 4; ++r) {
+    auto local = generateLocalWeights(w, "w", full, {}, spec(1, r, 4));
+    ASSERT_TRUE(local) << local.status().message();
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        EXPECT_EQ((*local)[size_t(i * 2 + j)], whole[size_t(i * 8 + r * 2 + j)])
+            << "rank " << r;
+  }
+}
+
+TEST(Weights, AmplitudeNames) {
+  for (auto a : {weights::Amplitude::Flat, weights::Amplitude::FanIn})
+    EXPECT_EQ(parseAmplitude(amplitudeName(a)), a);
+  EXPECT_FALSE(parseAmplitude("fanin"));
+  EXPECT_FALSE(parseAmplitude(""));
+}
+
 TEST(Weights, RejectsRankAboveEight) {
   Shape full(9, 1);
   auto local = generateLocalWeights(0, "w", full, {}, spec(-1, 0, 1));

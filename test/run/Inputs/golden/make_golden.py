@@ -5,8 +5,8 @@ For each shrunk config in this directory (2 layers, real vocabulary, eps,
 theta, RoPE scaling, GQA ratio, tying and sliding window of the family it
 stands for), builds the Hugging Face model with Braid's deterministic
 weights (runtime/WeightFormula.h, re-implemented below bit for bit), runs
-PROMPT + FORCED through it in one forward pass and stores, per dtype, the
-logits braid-run --check-against compares:
+PROMPT + FORCED through it in one forward pass and stores, per amplitude
+and dtype, the logits braid-run --check-against compares:
 
   step0.logits [1, len(PROMPT), C]  every prompt position (the plan is
                                    imported with --prefill-all-logits)
@@ -20,6 +20,13 @@ with the importer's table exactly (scaled RoPE changes only the slow
 frequencies, whose angles at the golden test's 16 positions are too small
 to move the logits past the tolerance).
 
+Two amplitudes (braid-run --weight-scale): <config>-<dtype>.safetensors
+holds the default flat weights (0.02 x u), whose near-uniform attention
+pins the default formula but barely notices a RoPE or mask error;
+<config>-fanin-fp32.safetensors holds fan-in weights (std 1/sqrt(last
+dim), vectors 0.25 x u), whose peaked attention makes such an error move
+the logits by far more than the tolerance (test/run/golden-sensitivity.test).
+
 Only C = 1024 evenly spread columns are kept so the files stay small with
 real vocabularies (128256 for Llama 3); any RoPE, mask or scale error moves
 every column. One forward over the whole sequence (no KV cache) is the
@@ -30,6 +37,7 @@ Needs torch, transformers and safetensors (not needed by the tests):
   python3 make_golden.py a.json ... # only those configs' files
 """
 import json
+import math
 import pathlib
 import sys
 
@@ -68,7 +76,16 @@ def is_norm_weight(name):
     return "norm" in last or last.startswith("ln")
 
 
-def braid_weight(name, shape):
+def weight_scale(amplitude, shape):
+    """runtime/Weights.cpp weightScale: one fp32 scale per tensor."""
+    if amplitude == "flat":
+        return np.float32(0.02)
+    if len(shape) < 2:
+        return np.float32(0.25)
+    return np.float32(math.sqrt(3.0 / shape[-1]))  # double sqrt, one rounding
+
+
+def braid_weight(name, shape, amplitude):
     """runtime/WeightFormula.h: weightFromHash over the full tensor."""
     n = int(np.prod(shape))
     with np.errstate(over="ignore"):
@@ -76,7 +93,7 @@ def braid_weight(name, shape):
         h = splitmix64(np.uint64(SEED) ^ splitmix64(idx))
     u = (h >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / (1 << 23))
     u = u - np.float32(1.0)
-    v = np.float32(0.02) * u
+    v = weight_scale(amplitude, shape) * u
     if is_norm_weight(name):
         v = np.float32(1.0) + v
     return v.reshape(shape)
@@ -93,7 +110,7 @@ def braid_name(hf_name, model_type):
     return hf_name
 
 
-def golden(config_path, dtype):
+def golden(config_path, dtype, amplitude):
     cfg_dict = json.loads(config_path.read_text())
     config = transformers.AutoConfig.for_model(**cfg_dict)
     config._attn_implementation = "eager"
@@ -109,7 +126,8 @@ def golden(config_path, dtype):
         if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
             continue  # GPT-2's causal-mask buffers, not weights
         state[name] = torch.from_numpy(
-            braid_weight(braid_name(name, config.model_type), tuple(tensor.shape)))
+            braid_weight(braid_name(name, config.model_type), tuple(tensor.shape),
+                         amplitude))
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
     missing = [m for m in missing if not m.endswith((".attn.bias", ".attn.masked_bias"))]
@@ -158,14 +176,20 @@ def main():
         table = rope_table(path)
         if table is not None:
             path.with_name(f"{path.stem}-rope.json").write_text(json.dumps(table, indent=1) + "\n")
-        for tag, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            out = golden(path, dtype)
-            dest = path.with_name(f"{path.stem}-{tag}.safetensors")
+        # Fan-in bf16 runs compare against the fp32 logits: two bf16
+        # implementations differ by as much as each differs from fp32.
+        for amplitude, prefix, tag, dtype in (
+                ("flat", "", "fp32", torch.float32),
+                ("flat", "", "bf16", torch.bfloat16),
+                ("fan-in", "fanin-", "fp32", torch.float32)):
+            out = golden(path, dtype, amplitude)
+            dest = path.with_name(f"{path.stem}-{prefix}{tag}.safetensors")
             save_file(out, str(dest), metadata={
                 "transformers": transformers.__version__,
                 "torch": torch.__version__,
                 "config": path.name,
                 "dtype": tag,
+                "weight_scale": amplitude,
             })
             print(f"{dest.name}: max |logit| {np.abs(out['step0.logits']).max():.4f}")
 
