@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of one target (the ctests fuzz-plan-loader,
-# fuzz-safetensors, fuzz-config, fuzz-cost, fuzz-ir).
+# fuzz-safetensors, fuzz-config, fuzz-cost, fuzz-ir, fuzz-command-line).
 #
 #   run-fuzz.sh TARGET FUZZER BRAID_COMPILE REPO_ROOT ARTIFACT_DIR [libFuzzer flags...]
 #
-# TARGET is plan-loader, safetensors, config, cost or ir (the module cost-fuzzer
+# TARGET is plan-loader, safetensors, config, cost, ir or command-line (the module cost-fuzzer
 # prices is compiled with BRAID_COMPILE into ARTIFACT_DIR). Writes the target's seeds into
 # a fresh temporary corpus (nothing binary is committed: plans are compiled
 # with BRAID_COMPILE, checkpoints written by fuzz/seeds/make-safetensors-seeds.py,
@@ -111,8 +111,24 @@ ir)
   "$compile" --tp 2 --seq 8 --max-seq 16 --decompose 2 --emit-mlir \
     -o "$corpus/compiled-tp2-chunks.mlir"
   ;;
+command-line)
+  # braid-run's argument lists as test/run's RUN lines hold them (lit's
+  # %t and %S left as they are), one argument per line; and prompt files.
+  # (Split at blanks, unglobbed: set -f.)
+  n=0
+  tests=("$root"/test/run/*.test)
+  set -f
+  while read -r line; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    printf '%s\n' ${line#braid-run } > "$corpus/args-$n"
+  done < <(grep -ho 'braid-run [^|>]*' "${tests[@]}" | sort -u)
+  set +f
+  printf '#tokens\n1, 4007 15823,9\n271\n' > "$corpus/prompt-commas"
+  printf '#tokens\n\n  \t-1 x 2' > "$corpus/prompt-bad"
+  ;;
 *)
-  echo "$name: unknown target '$target' (plan-loader, safetensors, config, cost, ir)" >&2
+  echo "$name: unknown target '$target' (plan-loader, safetensors, config, cost, ir, command-line)" >&2
   exit 2
   ;;
 esac
