@@ -1,6 +1,7 @@
 //===- InsertEvents.cpp - braid-insert-events -----------------------------===//
 #include "passes/Passes.h"
 #include "passes/analysis/ScheduleAnalysis.h"
+#include "passes/analysis/ScheduleConflicts.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -74,20 +75,17 @@ struct BraidInsertEventsPass
       // covers the earlier ones).
       std::map<int, int> latest;
       for (const sched::Conflict &c : conflicts) {
-        if (!c.repairable)
-          return emitOpErrorAt(s->ops[i])
-                     << "cannot be ordered with '"
-                     << s->ops[size_t(c.first)]->getName() << "' by an event: "
-                     << (c.kind == sched::Conflict::Race
-                             ? "it touches the bytes of a collective that "
-                               "is still in flight"
-                         : c.kind == sched::Conflict::Overlap
-                             ? "its results overlap its own operands or "
-                               "each other"
-                             : "a collective of another communicator is "
-                               "still in flight")
-                     << "; the schedule must move its wait",
-                 failure();
+        if (!c.repairable) {
+          // The verifier's wording, and why no event of ours fixes it.
+          emitScheduleConflict(*s, c).attachNote(s->ops[i]->getLoc())
+              << "braid-insert-events cannot repair this with an event: "
+              << (c.kind == sched::Conflict::Clobber ||
+                          c.kind == sched::Conflict::Overlap
+                      ? "the bytes must change (plan memory after the "
+                        "schedule, or give the op other bytes)"
+                      : "an op or a wait must move");
+          return failure();
+        }
         auto [it, inserted] = latest.try_emplace(hb.stream(c.first), c.first);
         if (!inserted && hb.position(c.first) > hb.position(it->second))
           it->second = c.first;

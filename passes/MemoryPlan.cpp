@@ -36,6 +36,22 @@ static bool isStateArgument(Value v) {
   return func && func.getArgAttr(arg.getArgNumber(), "braid.state");
 }
 
+Operation *mlir::braid::laterReaderOfOldCache(Operation *attention,
+                                              Value cache) {
+  // An async collective reads its input until its wait, so a start before
+  // the attention whose wait comes after it is such a reader too.
+  for (Operation *user : cache.getUsers()) {
+    Operation *lastRead = user;
+    if (user->hasTrait<OpTrait::BraidAsyncStart>())
+      for (Operation *wait : user->getResult(0).getUsers())
+        if (lastRead->isBeforeInBlock(wait))
+          lastRead = wait;
+    if (user != attention && attention->isBeforeInBlock(lastRead))
+      return user;
+  }
+  return nullptr;
+}
+
 std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {
   if (isStateArgument(v))
     return cast<BlockArgument>(v).getArgNumber();
@@ -48,20 +64,8 @@ std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {
   Value cache = result.getResultNumber() == 1 ? attention.getKCache()
                                               : attention.getVCache();
   std::optional<unsigned> slot = stateArgumentOf(cache);
-  if (!slot)
+  if (!slot || laterReaderOfOldCache(attention, cache))
     return std::nullopt;
-  // In place only when no later op still reads the old cache contents. An
-  // async collective reads its input until its wait, so a start before the
-  // attention whose wait comes after it is such a reader too.
-  for (Operation *user : cache.getUsers()) {
-    Operation *lastRead = user;
-    if (user->hasTrait<OpTrait::BraidAsyncStart>())
-      for (Operation *wait : user->getResult(0).getUsers())
-        if (lastRead->isBeforeInBlock(wait))
-          lastRead = wait;
-    if (user != attention && attention->isBeforeInBlock(lastRead))
-      return std::nullopt;
-  }
   // Both caches of one attention must not share a slot.
   if (result.getResultNumber() == 2 &&
       stateArgumentOf(attention->getResult(1)) == slot)
@@ -359,6 +363,42 @@ mlir::braid::planFunctionMemory(func::FuncOp func, bool reuse,
   return plan;
 }
 
+/// The error for a value marked (-1, 0), in place in a state slot, that
+/// needs an arena buffer (needsArenaBuffer).
+static void inPlaceRefusal(Operation *op, Value v) {
+  InFlightDiagnostic d = emitError(op->getLoc());
+  d << "buffer (-1, 0) marks a value updated in place in its state slot, "
+       "but ";
+  auto result = dyn_cast<OpResult>(v);
+  auto attention = dyn_cast<AttentionOp>(op);
+  if (!result || !attention || result.getResultNumber() == 0) {
+    d << "only an attention's updated KV caches are; this value needs "
+      << tensorBytes(v.getType()) << " bytes of the arena";
+    return;
+  }
+  Value cache = result.getResultNumber() == 1 ? attention.getKCache()
+                                              : attention.getVCache();
+  const char *which = result.getResultNumber() == 1 ? "k" : "v";
+  if (!stateArgumentOf(cache)) {
+    d << "the " << which
+      << " cache operand is not a state argument (nor a cache updated in "
+         "place); give the result an arena buffer";
+    return;
+  }
+  if (Operation *reader = laterReaderOfOldCache(attention, cache)) {
+    d << "'" << reader->getName() << "' reads the old " << which
+      << " cache after the attention"
+      << (reader->hasTrait<OpTrait::BraidAsyncStart>() ? " (until its wait)"
+                                                       : "")
+      << "; give the result an arena buffer (braid-plan-memory), or read "
+         "the cache before the attention";
+    d.attachNote(reader->getLoc()) << "the later reader of the old cache";
+    return;
+  }
+  d << "the k and v caches share one state slot; give the v cache result "
+       "an arena buffer";
+}
+
 FailureOr<std::optional<FunctionMemoryPlan>>
 mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
   auto arenaAttr = func->getAttrOfType<IntegerAttr>(kArenaSizeAttr);
@@ -376,6 +416,10 @@ mlir::braid::readAttachedMemoryPlan(func::FuncOp func) {
   auto place = [&](Operation *diagOp, Value v, int64_t offset,
                    int64_t size) -> LogicalResult {
     int64_t need = tensorBytes(v.getType());
+    // (-1, 0) is what braid-plan-memory writes for a KV cache updated in
+    // its state slot: say why this value cannot be.
+    if (offset == -1 && size == 0)
+      return inPlaceRefusal(diagOp, v), failure();
     if (size < need)
       return emitError(diagOp->getLoc())
                  << "buffer [" << offset << ", +" << size

@@ -240,3 +240,27 @@ func.func @attention_caches_in_place(%q: tensor<1x1x2x4xf32> {braid.input = "q",
   %o, %kc2, %vc2 = braid.attention %q, %k, %k cache(%kc, %vc) at %pos {causal, num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, braid.buffers = array<i64: 1280, 256, 512, 256, 768, 256>} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
   return %o, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
 }
+
+// -----
+
+// The same reader with the updated k cache marked in place (-1, 0), as
+// braid-plan-memory writes a cache it updates in its slot: refused, naming
+// the reader that stops the in-place update.
+braid.device_group @tp size 2
+func.func @cache_marked_in_place(%q: tensor<1x1x2x4xf32> {braid.input = "q", braid.buffer = array<i64: 0, 32>}, %k: tensor<1x1x1x4xf32> {braid.input = "k", braid.buffer = array<i64: 32, 16>}, %pos: tensor<1xi32> {braid.input = "pos", braid.buffer = array<i64: 48, 4>}, %kc: tensor<1x8x1x4xf32> {braid.state = "k_cache"}, %vc: tensor<1x8x1x4xf32> {braid.state = "v_cache"}) -> (tensor<1x1x2x4xf32> {braid.output = "o"}, tensor<2x8x1x4xf32> {braid.output = "g"}, tensor<1x8x1x4xf32> {braid.state = "k_cache"}, tensor<1x8x1x4xf32> {braid.state = "v_cache"}) attributes {braid.arena_size = 1024 : i64} {
+  // expected-note@+1 {{the later reader of the old cache}}
+  %h = braid.all_gather_start %kc on @tp dim 0 : tensor<1x8x1x4xf32> -> !braid.handle<tensor<2x8x1x4xf32>>
+  // expected-error@+1 {{buffer (-1, 0) marks a value updated in place in its state slot, but 'braid.all_gather_start' reads the old k cache after the attention (until its wait); give the result an arena buffer (braid-plan-memory), or read the cache before the attention}}
+  %o, %kc2, %vc2 = braid.attention %q, %k, %k cache(%kc, %vc) at %pos {causal, num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, braid.buffers = array<i64: 64, 32, -1, 0, -1, 0>} : (tensor<1x1x2x4xf32>, tensor<1x1x1x4xf32>, tensor<1x1x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1xi32>) -> (tensor<1x1x2x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>)
+  %g = braid.wait %h {braid.buffers = array<i64: 256, 256>} : !braid.handle<tensor<2x8x1x4xf32>> -> tensor<2x8x1x4xf32>
+  return %o, %g, %kc2, %vc2 : tensor<1x1x2x4xf32>, tensor<2x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>
+}
+
+// -----
+
+// Only an attention's updated caches live in their state slot.
+func.func @silu_marked_in_place(%x: tensor<64xf32> {braid.input = "x", braid.buffer = array<i64: 0, 256>}) -> (tensor<64xf32> {braid.output = "y"}) attributes {braid.arena_size = 1024 : i64} {
+  // expected-error@+1 {{buffer (-1, 0) marks a value updated in place in its state slot, but only an attention's updated KV caches are; this value needs 256 bytes of the arena}}
+  %y = braid.silu %x {braid.buffers = array<i64: -1, 0>} : tensor<64xf32>
+  return %y : tensor<64xf32>
+}
