@@ -94,7 +94,7 @@ void weightsBench(benchmark::State &state, bool rowWise) {
   ShardSpec spec = shardSpecFor(p, param, 0);
   for (auto _ : state) {
     if (rowWise) {
-      auto t = initialParameterValue(p, param, 0, 1);
+      auto t = initialParameterValue(p, param, 0, SyntheticWeights(1));
       benchmark::DoNotOptimize(t);
     } else {
       auto map = localIndexMap(full, padded, spec);

@@ -7,6 +7,7 @@
 #   fuzz-config        30 s of config-fuzzer        (label fuzz)
 #   fuzz-cost          30 s of cost-fuzzer          (label fuzz)
 #   fuzz-ir            30 s of ir-fuzzer            (label fuzz)
+#   fuzz-command-line  30 s of command-line-fuzzer  (label fuzz)
 #   fuzz-regressions-TARGET  the fixed findings in fuzz/regressions/TARGET/
 #                      must run clean                 (label fuzz)
 #   san-runtime-tests  braid-runtime-tests under ASan + UBSan   (label sanitizer)

@@ -78,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   std::vector<std::string> args{"braid-run"};
   size_t begin = 0;
-  while (begin <= text.size() && args.size() <= kMaxArgs) {
+  // A final newline ends the last argument; "a\n\nb" has an empty one.
+  while (begin < text.size() && args.size() <= kMaxArgs) {
     size_t end = text.find('\n', begin);
     if (end == std::string_view::npos)
       end = text.size();

@@ -122,7 +122,8 @@ command-line)
     n=$((n + 1))
     # shellcheck disable=SC2086
     printf '%s\n' ${line#braid-run } > "$corpus/args-$n"
-  done < <(grep -ho 'braid-run [^|>]*' "${tests[@]}" | sort -u)
+  done < <(grep -h 'braid-run ' "${tests[@]}" |
+           sed -E 's/.*braid-run //; s/ *[|].*//; s/ *[0-9]*>.*//' | sort -u)
   set +f
   printf '#tokens\n1, 4007 15823,9\n271\n' > "$corpus/prompt-commas"
   printf '#tokens\n\n  \t-1 x 2' > "$corpus/prompt-bad"

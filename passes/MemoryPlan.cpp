@@ -39,17 +39,20 @@ static bool isStateArgument(Value v) {
 Operation *mlir::braid::laterReaderOfOldCache(Operation *attention,
                                               Value cache) {
   // An async collective reads its input until its wait, so a start before
-  // the attention whose wait comes after it is such a reader too.
+  // the attention whose wait comes after it is such a reader too. The
+  // earliest in block order (use lists are not), so messages are stable.
+  Operation *earliest = nullptr;
   for (Operation *user : cache.getUsers()) {
     Operation *lastRead = user;
     if (user->hasTrait<OpTrait::BraidAsyncStart>())
       for (Operation *wait : user->getResult(0).getUsers())
         if (lastRead->isBeforeInBlock(wait))
           lastRead = wait;
-    if (user != attention && attention->isBeforeInBlock(lastRead))
-      return user;
+    if (user != attention && attention->isBeforeInBlock(lastRead) &&
+        (!earliest || user->isBeforeInBlock(earliest)))
+      earliest = user;
   }
-  return nullptr;
+  return earliest;
 }
 
 std::optional<unsigned> mlir::braid::stateArgumentOf(Value v) {

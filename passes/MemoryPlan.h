@@ -45,10 +45,10 @@ constexpr int64_t kDefaultBufferAlignment = 256;
 /// attention cache updated in place from it), or nullopt.
 std::optional<unsigned> stateArgumentOf(Value v);
 
-/// The first user of `cache` (an operand of `attention`) that still reads
-/// its old contents after `attention` (an async start counts until its
-/// wait): what stops the attention updating that cache in place. Null when
-/// none.
+/// The earliest user (in block order) of `cache`, an operand of
+/// `attention`, that still reads its old contents after `attention` (an
+/// async start counts until its wait): what stops the attention updating
+/// that cache in place. Null when none.
 Operation *laterReaderOfOldCache(Operation *attention, Value cache);
 
 /// True when `v` needs an arena buffer.

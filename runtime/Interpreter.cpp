@@ -1410,9 +1410,9 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
-    auto in = Interpreter::create(plan, i, *r->comm_,
-                                  {options.seed, options.amplitude},
-                                  options.syntheticWeights);
+    auto in = Interpreter::create(
+        plan, i, *r->comm_, SyntheticWeights(options.seed, options.amplitude),
+        options.syntheticWeights);
     if (!in)
       return in.status();
     (*in)->setTestStuck(i == options.testStuckRank);

@@ -1,5 +1,4 @@
-//===- WeightFormula.h - The deterministic weights, host and device -*- C++
-//-*-===//
+//===- WeightFormula.h - Deterministic weights, host and device -*- C++ -*-===//
 //
 // The one definition of the synthetic weights, compiled by the host compiler
 // (runtime/Weights.cpp) and by nvcc (the CUDA executor generates parameters
@@ -41,8 +40,11 @@ enum class Amplitude : uint8_t {
   /// overflows, but attention over such weights is nearly uniform, so a
   /// RoPE, mask or softmax-scale error barely moves the logits.
   Flat,
-  /// A tensor of rank >= 2 has std 1/sqrt(its last dim) (an [out, in]
-  /// Linear's fan-in): scale sqrt(3 / last dim), rounded once to fp32.
+  /// A tensor of rank >= 2 has std 1/sqrt(its last dim): scale
+  /// sqrt(3 / last dim), rounded once to fp32. The last dim is the fan-in
+  /// of an [out, in] Linear; of GPT-2's Conv1D ([in, out], as its
+  /// checkpoints store it) it is the fan-out, which keeps activations O(1)
+  /// all the same.
   /// Vectors (biases, norm offsets) scale kVectorScaleFanIn. Activations
   /// and attention scores are O(1), as in a trained model.
   FanIn,

@@ -20,15 +20,15 @@
 
 namespace braid::rt {
 
-/// Which synthetic weights a run generates. A seed alone converts to the
-/// default (Flat) weights of that seed.
+/// Which synthetic weights a run generates: a seed and an amplitude
+/// (default Flat).
 struct SyntheticWeights {
   uint64_t seed = 0;
   weights::Amplitude amplitude = weights::Amplitude::Flat;
 
   SyntheticWeights() = default;
-  SyntheticWeights(uint64_t seed,
-                   weights::Amplitude amplitude = weights::Amplitude::Flat)
+  explicit SyntheticWeights(
+      uint64_t seed, weights::Amplitude amplitude = weights::Amplitude::Flat)
       : seed(seed), amplitude(amplitude) {}
 };
 

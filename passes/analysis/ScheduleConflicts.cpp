@@ -1,4 +1,4 @@
-//===- ScheduleConflicts.cpp - The schedule checker's findings as errors --===//
+//===- ScheduleConflicts.cpp - Schedule conflicts as errors ---------------===//
 #include "passes/analysis/ScheduleConflicts.h"
 
 #include "dialect/BraidOps.h"

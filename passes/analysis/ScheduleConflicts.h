@@ -1,5 +1,4 @@
-//===- ScheduleConflicts.h - The schedule checker's findings as errors -*- C++
-//-*-===//
+//===- ScheduleConflicts.h - Schedule conflicts as errors -------*- C++ -*-===//
 //
 // One wording for a conflict of runtime/ScheduleCheck.h found in a function
 // of IR: braid-verify-schedule reports every conflict with it, and

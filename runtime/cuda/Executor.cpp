@@ -433,7 +433,8 @@ Status CudaRank::setUp() {
         t.data = mem.get();
       }
       BRAID_RETURN_IF_ERROR(generateParameter(
-          p, *param, rank_, {options_.seed, options_.amplitude}, t, nullptr));
+          p, *param, rank_, SyntheticWeights(options_.seed, options_.amplitude),
+          t, nullptr));
       params_.push_back(std::move(mem));
       paramData_.push_back(t.data);
     }

@@ -1386,15 +1386,17 @@ TEST(CudaKernelChecks, GenerateParameterChecksItsBuffer) {
   // valid for every rank.
   for (int rank = 0; rank < 4; ++rank)
     for (const braid::plan::Parameter *param : *p.parameters()) {
-      auto value = initialParameterValue(p, *param, rank, 0);
+      auto value = initialParameterValue(p, *param, rank, SyntheticWeights(0));
       EXPECT_TRUE(value) << value.status().message();
     }
   const braid::plan::Parameter &up = *p.parameters()->Get(1);
-  Status st = cu::generateParameter(p, up, 0, 0, fake({16, 40}), nullptr);
+  Status st = cu::generateParameter(p, up, 0, SyntheticWeights(0),
+                                    fake({16, 40}), nullptr);
   ASSERT_FALSE(st);
   EXPECT_EQ(st.message(), "parameter 'mlp.up_proj.weight' is [16, 40] x bf16, "
                           "the buffer is [16, 40] x f32");
-  st = cu::generateParameter(p, up, 0, 0, fake({64, 40}, DType::BF16), nullptr);
+  st = cu::generateParameter(p, up, 0, SyntheticWeights(0),
+                             fake({64, 40}, DType::BF16), nullptr);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("the buffer is [64, 40] x bf16"),
             std::string::npos)

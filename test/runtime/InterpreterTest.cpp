@@ -81,7 +81,8 @@ TEST(Interpreter, VocabParallelEmbeddingMatchesFullTable) {
       "prefill",
       {{{"ids", HostTensor::fromInts(DType::I32, {1, 3}, {4, 0, 3})}}});
   ASSERT_TRUE(out) << out.status().message();
-  auto full = generateFullWeights(7, "model.embed_tokens.weight", {6, 4});
+  auto full = generateFullWeights(SyntheticWeights(7),
+                                  "model.embed_tokens.weight", {6, 4});
   std::vector<float> want;
   for (int id : {4, 0, 3})
     want.insert(want.end(), full.begin() + id * 4, full.begin() + id * 4 + 4);
@@ -601,7 +602,8 @@ TEST(Interpreter, PackedPiecesHoldTheirGeneratedWeights) {
   const plan::Plan &p = loaded->root();
   for (int r = 0; r < 2; ++r)
     for (unsigned i = 0; i < 2; ++i) {
-      auto want = initialParameterValue(p, *p.parameters()->Get(i), r, 11);
+      auto want = initialParameterValue(p, *p.parameters()->Get(i), r,
+                                        SyntheticWeights(11));
       ASSERT_TRUE(want) << want.status().message();
       EXPECT_EQ((*runner)->rank(r).parameter(int(i)).bytes, want->bytes)
           << "rank " << r << " parameter " << i;
@@ -632,7 +634,8 @@ TEST(Interpreter, ParametersSetByTheCallerStartUnset) {
                std::to_string(n - i) + " parameter(s) never set, the first '" +
                    p.parameters()->Get(i)->name()->str() + "'");
     for (int r = 0; r < 2; ++r) {
-      auto want = initialParameterValue(p, *p.parameters()->Get(i), r, 11);
+      auto want = initialParameterValue(p, *p.parameters()->Get(i), r,
+                                        SyntheticWeights(11));
       ASSERT_TRUE(want) << want.status().message();
       ASSERT_TRUE((*unset)->rank(r).setParameter(
           p.parameters()->Get(i)->name()->str(), want.take()));

@@ -437,10 +437,10 @@ checkpointFor(PlanBuilder &pb, uint64_t seed, DType dtype,
   for (const auto &p : pb.plan().parameters) {
     if (std::find(skip.begin(), skip.end(), p->name) != skip.end())
       continue;
-    out.emplace_back(p->name,
-                     HostTensor::fromFloats(
-                         dtype, p->full_shape,
-                         generateFullWeights(seed, p->name, p->full_shape)));
+    out.emplace_back(p->name, HostTensor::fromFloats(
+                                  dtype, p->full_shape,
+                                  generateFullWeights(SyntheticWeights(seed),
+                                                      p->name, p->full_shape)));
   }
   return out;
 }

@@ -26,8 +26,8 @@ TEST(Weights, DeterministicSeededAndSmall) {
   EXPECT_NE(weightValue(7, "w", 3), weightValue(8, "w", 3));
   EXPECT_NE(weightValue(7, "w", 3), weightValue(7, "v", 3));
   EXPECT_NE(weightValue(7, "w", 3), weightValue(7, "w", 4));
-  auto full =
-      generateFullWeights(1, "model.layers.0.mlp.up_proj.weight", {64, 32});
+  auto full = generateFullWeights(
+      SyntheticWeights(1), "model.layers.0.mlp.up_proj.weight", {64, 32});
   double mean = 0;
   for (float v : full) {
     EXPECT_LE(std::fabs(v), kWeightScale);
@@ -73,8 +73,9 @@ TEST(Weights, FanInScalesFromTheFullShape) {
   EXPECT_EQ(bits(weightValue(0, "model.norm.weight", 5, norm)), 0x3f6b8514u);
 
   // std 1/sqrt(last dim), mean near 0.
-  auto full = generateFullWeights(
-      {4, Amplitude::FanIn}, "model.layers.0.mlp.up_proj.weight", {64, 256});
+  auto full =
+      generateFullWeights(SyntheticWeights(4, Amplitude::FanIn),
+                          "model.layers.0.mlp.up_proj.weight", {64, 256});
   float scale = weightScale(Amplitude::FanIn, {64, 256});
   double sum = 0, sumSq = 0;
   for (float v : full) {
@@ -112,7 +113,8 @@ TEST(Weights, AmplitudeNames) {
 
 TEST(Weights, RejectsRankAboveEight) {
   Shape full(9, 1);
-  auto local = generateLocalWeights(0, "w", full, {}, spec(-1, 0, 1));
+  auto local =
+      generateLocalWeights(SyntheticWeights(0), "w", full, {}, spec(-1, 0, 1));
   ASSERT_FALSE(local);
   EXPECT_NE(local.status().message().find("at most 8"), std::string::npos)
       << local.status().message();
@@ -131,10 +133,11 @@ TEST(Weights, NormWeightsAreNearOne) {
 
 TEST(Weights, ShardsReassembleFullTensorAlongDim0And1) {
   Shape full{6, 4};
-  auto whole = generateFullWeights(3, "w", full);
+  auto whole = generateFullWeights(SyntheticWeights(3), "w", full);
   // Dim 0 over 3 ranks: rank r holds rows [2r, 2r+2).
   for (int64_t r = 0; r < 3; ++r) {
-    auto local = generateLocalWeights(3, "w", full, {}, spec(0, r, 3));
+    auto local =
+        generateLocalWeights(SyntheticWeights(3), "w", full, {}, spec(0, r, 3));
     ASSERT_TRUE(local) << local.status().message();
     ASSERT_EQ(local->size(), 8u);
     for (int64_t i = 0; i < 8; ++i)
@@ -142,7 +145,8 @@ TEST(Weights, ShardsReassembleFullTensorAlongDim0And1) {
   }
   // Dim 1 over 2 ranks: rank r holds columns [2r, 2r+2) of every row.
   for (int64_t r = 0; r < 2; ++r) {
-    auto local = generateLocalWeights(3, "w", full, {}, spec(1, r, 2));
+    auto local =
+        generateLocalWeights(SyntheticWeights(3), "w", full, {}, spec(1, r, 2));
     ASSERT_TRUE(local);
     for (int64_t row = 0; row < 6; ++row)
       for (int64_t c = 0; c < 2; ++c)
@@ -155,10 +159,10 @@ TEST(Weights, FusedBlocksTakeAPieceOfEveryBlock) {
   // GPT-2 c_attn style: [2, 12] = 3 blocks (q, k, v) of 4 columns; over 2
   // ranks each rank takes 2 columns of every block -> [2, 6].
   Shape full{2, 12};
-  auto whole = generateFullWeights(5, "c_attn.weight", full);
+  auto whole = generateFullWeights(SyntheticWeights(5), "c_attn.weight", full);
   for (int64_t r = 0; r < 2; ++r) {
-    auto local =
-        generateLocalWeights(5, "c_attn.weight", full, {}, spec(1, r, 2, 2, 3));
+    auto local = generateLocalWeights(SyntheticWeights(5), "c_attn.weight",
+                                      full, {}, spec(1, r, 2, 2, 3));
     ASSERT_TRUE(local);
     ASSERT_EQ(local->size(), 12u);
     for (int64_t row = 0; row < 2; ++row)
@@ -173,10 +177,10 @@ TEST(Weights, FusedBlocksTakeAPieceOfEveryBlock) {
 TEST(Weights, FewerShardsThanRanksReplicatesPieces) {
   // 2 KV-head shards over 4 ranks: ranks 0,1 hold piece 0; ranks 2,3 piece 1.
   Shape full{4, 2};
-  auto whole = generateFullWeights(9, "k_proj.weight", full);
+  auto whole = generateFullWeights(SyntheticWeights(9), "k_proj.weight", full);
   for (int64_t r = 0; r < 4; ++r) {
-    auto local =
-        generateLocalWeights(9, "k_proj.weight", full, {}, spec(0, r, 4, 2));
+    auto local = generateLocalWeights(SyntheticWeights(9), "k_proj.weight",
+                                      full, {}, spec(0, r, 4, 2));
     ASSERT_TRUE(local);
     int64_t piece = r / 2;
     std::vector<float> want(whole.begin() + piece * 4,
@@ -188,8 +192,9 @@ TEST(Weights, FewerShardsThanRanksReplicatesPieces) {
 TEST(Weights, PaddedVocabularyGivesZeroRows) {
   // Vocabulary 5 padded to 6 over 2 ranks: rank 1's last row is padding.
   Shape full{5, 2}, padded{6, 2};
-  auto whole = generateFullWeights(2, "wte.weight", full);
-  auto r1 = generateLocalWeights(2, "wte.weight", full, padded, spec(0, 1, 2));
+  auto whole = generateFullWeights(SyntheticWeights(2), "wte.weight", full);
+  auto r1 = generateLocalWeights(SyntheticWeights(2), "wte.weight", full,
+                                 padded, spec(0, 1, 2));
   ASSERT_TRUE(r1) << r1.status().message();
   EXPECT_EQ(*r1, (std::vector<float>{whole[6], whole[7], whole[8], whole[9],
                                      0.0f, 0.0f}));
@@ -200,21 +205,24 @@ TEST(Weights, PaddedVocabularyGivesZeroRows) {
 
 TEST(Weights, SliceForRankMatchesDirectGeneration) {
   Shape full{4, 6, 2};
-  auto whole = generateFullWeights(11, "x", full);
+  auto whole = generateFullWeights(SyntheticWeights(11), "x", full);
   for (int64_t r = 0; r < 2; ++r) {
     auto a = sliceForRank(whole, full, {}, spec(1, r, 2, 2, 3));
-    auto b = generateLocalWeights(11, "x", full, {}, spec(1, r, 2, 2, 3));
+    auto b = generateLocalWeights(SyntheticWeights(11), "x", full, {},
+                                  spec(1, r, 2, 2, 3));
     ASSERT_TRUE(a && b);
     EXPECT_EQ(*a, *b);
   }
 }
 
 TEST(Weights, RejectsIndivisibleCut) {
-  auto bad = generateLocalWeights(0, "w", {5, 2}, {}, spec(0, 0, 2));
+  auto bad =
+      generateLocalWeights(SyntheticWeights(0), "w", {5, 2}, {}, spec(0, 0, 2));
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("cannot cut dim 0"), std::string::npos)
       << bad.status().message();
-  EXPECT_FALSE(generateLocalWeights(0, "w", {4, 2}, {3, 2}, spec(0, 0, 2)));
+  EXPECT_FALSE(generateLocalWeights(SyntheticWeights(0), "w", {4, 2}, {3, 2},
+                                    spec(0, 0, 2)));
 }
 
 // generateLocalWeights maps a row at a time (the leading dims and the last
@@ -244,7 +252,8 @@ TEST(Weights, RowWiseMappingIsFullIndexOfPerElement) {
   for (const Case &c : cases) {
     auto map = localIndexMap(c.full, c.padded, c.spec);
     ASSERT_TRUE(map) << map.status().message();
-    auto got = generateLocalWeights(5, "w", c.full, c.padded, c.spec);
+    auto got = generateLocalWeights(SyntheticWeights(5), "w", c.full, c.padded,
+                                    c.spec);
     ASSERT_TRUE(got) << got.status().message();
     ASSERT_EQ(int64_t(got->size()), map->localCount);
     for (int64_t e = 0; e < map->localCount; ++e) {

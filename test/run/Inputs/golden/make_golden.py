@@ -25,7 +25,7 @@ holds the default flat weights (0.02 x u), whose near-uniform attention
 pins the default formula but barely notices a RoPE or mask error;
 <config>-fanin-fp32.safetensors holds fan-in weights (std 1/sqrt(last
 dim), vectors 0.25 x u), whose peaked attention makes such an error move
-the logits by far more than the tolerance (test/run/golden-sensitivity.test).
+the logits by far more than the tolerance (test/run/golden-logits-fan-in.test).
 
 Only C = 1024 evenly spread columns are kept so the files stay small with
 real vocabularies (128256 for Llama 3); any RoPE, mask or scale error moves
