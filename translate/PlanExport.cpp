@@ -749,6 +749,15 @@ LogicalResult PlanExporter::exportFunction(func::FuncOp func) {
 
 FailureOr<std::vector<uint8_t>> PlanExporter::run() {
   plan_.version = ::braid::rt::kPlanFormatVersion;
+  // Anything else at the top level (a nested module's functions, say)
+  // would be left out of the plan without a word.
+  for (Operation &op : module_.getBody()->getOperations())
+    if (!isa<func::FuncOp, DeviceGroupOp>(op))
+      return emitError(op.getLoc())
+                 << "'" << op.getName()
+                 << "' at the top level is not part of a plan: only "
+                    "func.func and braid.device_group are exported",
+             failure();
   if (failed(collectGroups()))
     return failure();
   for (auto func : module_.getOps<func::FuncOp>()) {

@@ -128,3 +128,16 @@ module {
     return %b : tensor<4xf32>
   }
 }
+
+// -----
+
+// A nested module's functions would be left out of the plan: refused.
+// expected-error@+1 {{'builtin.module' at the top level is not part of a plan: only func.func and braid.device_group are exported}}
+module @inner {
+  func.func @f(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+    return %x : tensor<4xf32>
+  }
+}
+func.func @g(%x: tensor<4xf32> {braid.input = "x"}) -> (tensor<4xf32> {braid.output = "y"}) {
+  return %x : tensor<4xf32>
+}
