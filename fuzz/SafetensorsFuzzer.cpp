@@ -12,7 +12,12 @@
 //      parallel weight, cut per rank) and a tp=1 bf16 plan that also has a
 //      GPT-2 style name ("h.0.ln_1.weight", found as
 //      "transformer.h.0.ln_1.weight") and a tied "lm_head.weight" (found as
-//      "model.embed_tokens.weight").
+//      "model.embed_tokens.weight");
+//   3. reads it as a reference logits file, as braid-run --check-against
+//      does (readReferenceLogits, for any bytes, opened or not), and checks
+//      and compares one that reads against a small run (batch 2, a 2-token
+//      prompt, vocabulary 4, prefill with every position and 2 decode
+//      steps).
 // Open, read and load errors are expected and ignored; a crash, a sanitizer
 // report (ASan, UBSan), a leak or a hang is a bug.
 //
@@ -22,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/HostTensor.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/ReferenceLogits.h"
 #include "runtime/Safetensors.h"
 #include "test/runtime/PlanTestUtil.h"
 
@@ -141,10 +147,36 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   return 0;
 }
 
+/// A run the reference file is checked against: batch 2, prompt 2,
+/// vocabulary 4, prefill (every position) and 2 decode steps.
+static void checkAsReference(const std::string &path) {
+  auto ref = readReferenceLogits(path);
+  if (!ref)
+    return;
+  GenerationShape shape;
+  shape.batch = 2;
+  shape.promptLength = 2;
+  shape.vocab = 4;
+  std::vector<StepRecord> steps(3);
+  for (int k = 0; k < 3; ++k) {
+    StepRecord &r = steps[size_t(k)];
+    r.positions = k == 0 ? 2 : 1;
+    r.inputIds = k == 0 ? std::vector<int64_t>{1, 2, 3, 0}
+                        : std::vector<int64_t>{2, 2};
+    r.allLogits.assign(size_t(2 * r.positions * 4), float(k));
+    r.logits.assign(8, float(k));
+    r.nextToken = {0, 0};
+  }
+  (void)referenceScale(*ref, steps.size());
+  (void)checkReferenceCovers(*ref, shape, {1, 2, 3, 0}, 2);
+  (void)compareWithReference(*ref, shape, steps, 1e-5, 1e-4);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Fixture &fx = fixture();
   if (!writeAll(fx.fd, data, size))
     return 0;
+  checkAsReference(fx.path);
   auto file = SafetensorsFile::open(fx.path);
   if (!file)
     return 0;

@@ -9,7 +9,10 @@ does), the data. Names and shapes match the fuzzer's plans, so mutations
 start from files whose parameters load: mlp.up_proj.weight [16, 8],
 mlp.down_proj.weight [8, 16], model.norm.weight [8], the GPT-2 name
 transformer.h.0.ln_1.weight [8] and the tied model.embed_tokens.weight
-[32, 8]. Deterministic (no randomness), nothing binary is committed.
+[32, 8]. And reference logits files (braid-run --check-against) for the
+fuzzer's small run: step0.logits [2, 2, 4], step1/step2.logits [2, 1, 4],
+input_ids [2, 2] = the run's prompt, and a columns variant. Deterministic
+(no randomness), nothing binary is committed.
 """
 import json
 import os
@@ -41,11 +44,11 @@ def write(path, tensors, metadata=None, pad=True):
     header, data = {}, bytearray()
     if metadata is not None:
         header["__metadata__"] = metadata
-    for name, dtype, shape in tensors:
+    for name, dtype, shape, *given in tensors:
         n = 1
         for d in shape:
             n *= d
-        blob = values(n, dtype)
+        blob = given[0] if given else values(n, dtype)
         header[name] = {"dtype": dtype, "shape": shape,
                         "data_offsets": [len(data), len(data) + len(blob)]}
         data += blob
@@ -80,6 +83,15 @@ def main():
     write(f"{out}/lm-head.safetensors",
           [("lm_head.weight", "F32", [32, 8]), ("h.0.ln_1.weight", "F16", [8])])
     write(f"{out}/empty.safetensors", [])
+    # Reference logits of the fuzzer's run (batch 2, prompt 1 2 / 3 0,
+    # vocabulary 4, prefill with both positions, 2 decode steps).
+    ids = struct.pack("<4q", 1, 2, 3, 0)
+    steps = [(f"step{k}.logits", "F32", [2, 2 if k == 0 else 1, 4])
+             for k in range(3)]
+    write(f"{out}/logits.safetensors", steps + [("input_ids", "I64", [2, 2], ids)])
+    write(f"{out}/logits-columns.safetensors",
+          [(n, dt, s[:2] + [2]) for n, dt, s in steps] +
+          [("columns", "I64", [2], struct.pack("<2q", 0, 3))])
 
 
 if __name__ == "__main__":
