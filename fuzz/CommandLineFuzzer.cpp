@@ -10,15 +10,15 @@
 //     accepts, checkOutputPaths (which only compares paths and stats files).
 // Parse errors are expected; a crash, a sanitizer report, a leak or a hang
 // is a bug, and so is an accepted command line that breaks what the run
-// relies on without checking again (PlanRun dereferences the parsed
-// --weight-scale, picks the attention kernel by name, ...): those abort.
+// relies on without checking again (PlanRun picks the backend and the
+// attention kernel by name, ...): those abort.
 //
 // Seeds: the argument lists of test/run's braid-run lines (fuzz/run-fuzz.sh
-// extracts them) and a few prompt files. Dictionary: fuzz/dict/command-line.dict.
+// extracts them) and a few prompt files. Dictionary:
+// fuzz/dict/command-line.dict.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generation.h"
-#include "runtime/Weights.h"
 #include "runtime/cli/CommandLine.h"
 
 #include <cstddef>
@@ -44,8 +44,6 @@ constexpr size_t kMaxArgs = 64;
 /// the command line (runtime/cli/PlanRun.cpp, RunCommand.cpp).
 void checkAccepted(const cli::Options &o) {
   auto fail = [](const std::string &what) { broken("accepted, but " + what); };
-  if (!parseAmplitude(o.weightScale))
-    fail("--weight-scale '" + o.weightScale + "' does not parse");
   if (o.backend != "cpu" && o.backend != "cuda")
     fail("the backend is '" + o.backend + "'");
   if (o.attentionKernel != "auto" && o.attentionKernel != "split" &&

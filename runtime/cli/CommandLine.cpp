@@ -429,7 +429,14 @@ void CommandLine::addWeights() {
         "values have std 1/sqrt(its last dim), vectors 0.25 x u, so "
         "attention is as peaked as in a trained model and a RoPE, mask or "
         "scale error moves the logits far more (the golden tests use both)",
-        setText(o_.weightScale));
+        [this](const std::string &v) -> Status {
+          auto amplitude = parseAmplitude(v);
+          if (!amplitude)
+            return errorf("--weight-scale '", v,
+                          "' is unknown; use flat or fan-in");
+          o_.weightScale = *amplitude;
+          return Status::ok();
+        });
   value("--weights", "PATH", "generated weights, see --seed",
         "Hugging Face safetensors checkpoint instead: a .safetensors file, a "
         "sharded checkpoint's index (model.safetensors.index.json, shards "
@@ -623,10 +630,7 @@ Status checkCombinations(const Options &o) {
     return errorf("--attention-kernel ", o.attentionKernel,
                   " needs --backend cuda (--tensor-core-attention is "
                   "--attention-kernel tensor-core)");
-  if (!parseAmplitude(o.weightScale))
-    return errorf("--weight-scale '", o.weightScale,
-                  "' is unknown; use flat or fan-in");
-  if (o.weightScale != "flat" && !o.weights.empty())
+  if (o.weightScale != weights::Amplitude::Flat && !o.weights.empty())
     return errorf("--weight-scale shapes the generated weights; --weights "
                   "loads a checkpoint instead: use one");
   if (o.fuseCacheWrite && o.backend != "cuda")

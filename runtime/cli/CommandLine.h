@@ -21,6 +21,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
+#include "runtime/WeightFormula.h"
 
 #include <cstdint>
 #include <memory>
@@ -50,8 +51,8 @@ struct Options {
   std::vector<int64_t> forceTokens;
   uint64_t promptSeed = 0;
   uint64_t seed = 0;
-  /// flat or fan-in (runtime/WeightFormula.h, Amplitude).
-  std::string weightScale = "flat";
+  /// --weight-scale flat or fan-in (runtime/WeightFormula.h).
+  weights::Amplitude weightScale = weights::Amplitude::Flat;
   std::string weights;
   bool allowUnusedWeights = false;
   /// --weights, opened once (each shard mapped once) and shared by every

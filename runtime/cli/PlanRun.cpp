@@ -3,7 +3,6 @@
 
 #include "runtime/Safetensors.h"
 #include "runtime/ShardedOutput.h"
-#include "runtime/Weights.h"
 
 #include <algorithm>
 #include <chrono>
@@ -111,7 +110,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
   if (backend == "cpu") {
     RunnerOptions ro;
     ro.seed = o.seed;
-    ro.amplitude = *parseAmplitude(o.weightScale);
+    ro.amplitude = o.weightScale;
     // loadCheckpoint sets every parameter (or fails).
     ro.syntheticWeights = !o.checkpoint;
     ro.collectiveTimeout = std::chrono::milliseconds(
@@ -135,7 +134,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     cuda::ExecutorOptions eo;
     eo.graph = o.graph;
     eo.seed = o.seed;
-    eo.amplitude = *parseAmplitude(o.weightScale);
+    eo.amplitude = o.weightScale;
     eo.stepTimeoutSeconds = o.timeout;
     eo.profile = profiling;
     eo.devices = o.devices;

@@ -14,6 +14,7 @@
 #include "runtime/PlanText.h"
 #include "runtime/Profile.h"
 #include "runtime/ReferenceLogits.h"
+#include "runtime/Weights.h"
 #include "runtime/cli/Checks.h"
 #include "runtime/cli/CommandLine.h"
 #include "runtime/cli/PlanRun.h"
@@ -89,7 +90,7 @@ Status agreeOnRun(Bootstrap &processes, const Expected<Options> &opts,
     id.weights = opts->weights.empty()
                      ? "generated weights, --seed " +
                            std::to_string(opts->seed) + " --weight-scale " +
-                           opts->weightScale
+                           amplitudeName(opts->weightScale)
                      : "checkpoint '" + opts->weights + "'";
   }
   if (loaded) {
