@@ -46,9 +46,8 @@ void checkAccepted(const cli::Options &o) {
   auto fail = [](const std::string &what) { broken("accepted, but " + what); };
   if (o.backend != "cpu" && o.backend != "cuda")
     fail("the backend is '" + o.backend + "'");
-  if (o.attentionKernel != "auto" && o.attentionKernel != "split" &&
-      o.attentionKernel != "tensor-core")
-    fail("the attention kernel is '" + o.attentionKernel + "'");
+  if (o.attentionKernel != cuda::AttentionKernel::Auto && o.backend != "cuda")
+    fail("an attention kernel is chosen for the cpu backend");
   if (o.steps < 0 || o.iters < 0 || o.warmup < 0 || o.sequences < 0)
     fail("a count is negative");
   if (o.ranks != -1 && o.ranks < 1)

@@ -528,9 +528,16 @@ void CommandLine::addCuda() {
         "tensor-core one applies (bf16/f16, head_dim 16, 32, 64, 80, 96 or "
         "128). auto: tensor cores for decode steps over a KV cache of at "
         "least 256 rows, where an H100 measured them faster",
-        setText(o_.attentionKernel));
+        [this](const std::string &v) -> Status {
+          auto kernel = cuda::parseAttentionKernel(v);
+          if (!kernel)
+            return errorf("--attention-kernel '", v,
+                          "' is unknown; use auto, split or tensor-core");
+          o_.attentionKernel = *kernel;
+          return Status::ok();
+        });
   flag("--tensor-core-attention", "the same as --attention-kernel tensor-core",
-       [this] { o_.attentionKernel = "tensor-core"; });
+       [this] { o_.attentionKernel = cuda::AttentionKernel::TensorCore; });
   flag("--fuse-cache-write",
        "with --backend cuda: where tensor cores run attention with a KV "
        "cache, the kernel also writes the new rows into the cache (one "
@@ -622,12 +629,9 @@ Status checkCombinations(const Options &o) {
     return errorf("--iters, --eager and --devices need --backend cuda");
   if (o.singleGpuTest && o.backend != "cuda")
     return errorf("--single-gpu-test needs --backend cuda");
-  if (o.attentionKernel != "auto" && o.attentionKernel != "split" &&
-      o.attentionKernel != "tensor-core")
-    return errorf("--attention-kernel '", o.attentionKernel,
-                  "' is unknown; use auto, split or tensor-core");
-  if (o.attentionKernel != "auto" && o.backend != "cuda")
-    return errorf("--attention-kernel ", o.attentionKernel,
+  if (o.attentionKernel != cuda::AttentionKernel::Auto && o.backend != "cuda")
+    return errorf("--attention-kernel ",
+                  cuda::attentionKernelName(o.attentionKernel),
                   " needs --backend cuda (--tensor-core-attention is "
                   "--attention-kernel tensor-core)");
   if (o.weightScale != weights::Amplitude::Flat && !o.weights.empty())

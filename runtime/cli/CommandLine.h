@@ -22,6 +22,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 #include "runtime/WeightFormula.h"
+#include "runtime/cuda/AttentionChoice.h"
 
 #include <cstdint>
 #include <memory>
@@ -74,8 +75,8 @@ struct Options {
   /// --test-fault, a rank that skips its collectives or fails its step.
   bool singleGpuTest = false;
   int testStuckRank = -1, testFailingRank = -1;
-  /// cuda: auto, split or tensor-core (ExecutorOptions::attentionKernel).
-  std::string attentionKernel = "auto";
+  /// cuda: which attention kernel (ExecutorOptions::attentionKernel).
+  cuda::AttentionKernel attentionKernel = cuda::AttentionKernel::Auto;
   /// cuda: ExecutorOptions::fuseCacheWrite.
   bool fuseCacheWrite = false;
   /// cuda: ExecutorOptions::gemmAutotune (0 or 1: the heuristic's choice).

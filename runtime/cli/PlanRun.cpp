@@ -139,10 +139,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
     eo.profile = profiling;
     eo.devices = o.devices;
     eo.singleGpuTest = o.singleGpuTest;
-    eo.attentionKernel =
-        o.attentionKernel == "tensor-core" ? cuda::AttentionKernel::TensorCore
-        : o.attentionKernel == "split"     ? cuda::AttentionKernel::Split
-                                           : cuda::AttentionKernel::Auto;
+    eo.attentionKernel = o.attentionKernel;
     eo.gemmAutotune = o.gemmAutotune;
     eo.fuseCacheWrite = o.fuseCacheWrite;
     eo.testStuckRank = o.testStuckRank;

@@ -15,12 +15,38 @@
 #define BRAID_RUNTIME_CUDA_ATTENTIONCHOICE_H
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace braid::rt::cuda {
 
 /// ExecutorOptions::attentionKernel.
 enum class AttentionKernel { Auto, Split, TensorCore };
+
+/// braid-run's spelling of each choice (--attention-kernel).
+inline const char *attentionKernelName(AttentionKernel choice) {
+  switch (choice) {
+  case AttentionKernel::Auto:
+    return "auto";
+  case AttentionKernel::Split:
+    return "split";
+  case AttentionKernel::TensorCore:
+    return "tensor-core";
+  }
+  return "auto";
+}
+
+/// The choice braid-run's --attention-kernel spells `name`; nullopt for an
+/// unknown name.
+inline std::optional<AttentionKernel>
+parseAttentionKernel(std::string_view name) {
+  for (AttentionKernel k : {AttentionKernel::Auto, AttentionKernel::Split,
+                            AttentionKernel::TensorCore})
+    if (name == attentionKernelName(k))
+      return k;
+  return std::nullopt;
+}
 
 /// Auto's smallest KV cache for tensor cores. On an H100 the decode op over
 /// caches of 256, 1024, 2048 and 4096 rows took 13 to 26% less time on

@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 
 using braid::rt::cuda::AttentionKernel;
+using braid::rt::cuda::attentionKernelName;
 using braid::rt::cuda::kTensorCoreAutoCacheRows;
+using braid::rt::cuda::parseAttentionKernel;
 using braid::rt::cuda::tensorCoreAttention;
 
 namespace {
@@ -41,6 +43,15 @@ TEST(AttentionChoice, AForcedKernelIsAskedForWhateverTheShape) {
     EXPECT_FALSE(
         tensorCoreAttention(AttentionKernel::Split, {1, 1, 32, 128}, rows));
   }
+}
+
+TEST(AttentionChoice, EveryKernelNameParsesBackToItsChoice) {
+  for (AttentionKernel k : {AttentionKernel::Auto, AttentionKernel::Split,
+                            AttentionKernel::TensorCore})
+    EXPECT_EQ(parseAttentionKernel(attentionKernelName(k)), k);
+  EXPECT_STREQ(attentionKernelName(AttentionKernel::TensorCore), "tensor-core");
+  for (const char *bad : {"", "Auto", "tensor_core", "tensor-core ", "splitx"})
+    EXPECT_FALSE(parseAttentionKernel(bad).has_value()) << bad;
 }
 
 } // namespace
