@@ -590,6 +590,16 @@ Expected<GemmPlan> CudaRank::chooseGemm(Function &fn, const plan::Op &op,
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream = streams_[0].get();
   std::vector<DeviceMemory> standIns;
+  // Declared after the stand-ins, so destroyed first: on every way out
+  // the memsets and timed GEMMs that use them end before they are freed,
+  // without counting on cudaFree's implicit device synchronization.
+  struct WaitForStream {
+    cudaStream_t stream;
+    ~WaitForStream() {
+      if (cudaStreamSynchronize(stream) != cudaSuccess)
+        (void)cudaGetLastError(); // a sticky error resurfaces at the next call
+    }
+  } waitBeforeFree{stream};
   bool outOfMemory = false;
   auto zeroed = [&](size_t bytes) -> Expected<void *> {
     DeviceMemory mem;

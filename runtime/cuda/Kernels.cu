@@ -42,7 +42,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 
 namespace braid::rt::cuda::detail {
 namespace {
@@ -1311,21 +1314,48 @@ int64_t attentionElemBytes(Dt dt) {
   return dt == Dt::F32 ? 4 : dt == Dt::F16 || dt == Dt::BF16 ? 2 : 0;
 }
 
-/// Launches an attention split kernel with `shared` bytes of dynamic shared
-/// memory, opting in above the default 48 KiB.
-static cudaError_t launchWithShared(void (*kernel)(AttentionLaunch),
-                             const AttentionLaunch &L, dim3 grid,
-                             size_t shared, cudaStream_t stream) {
-  // Static __shared__ (the tensor-core kernel's position-check slot) counts
-  // against the 48 KiB a block gets without opting in, too: an H100 refused
-  // head_dim 96's 48 KiB of tiles plus that slot (cudaErrorInvalidValue).
-  constexpr size_t kStaticSharedBound = 64;
-  if (shared + kStaticSharedBound > (48u << 10)) {
-    cudaError_t e = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-    if (e != cudaSuccess)
-      return e;
+/// Raises `kernel`'s dynamic shared memory limit on the current device to
+/// at least `shared` bytes. The limit it starts from is the runtime's
+/// (48 KiB less the kernel's static __shared__, which counts against them
+/// too: an H100 refused head_dim 96's 48 KiB of tiles plus the tensor-core
+/// kernel's position-check slot), so no static size is assumed here. It
+/// only grows, kept per (kernel, device) under a lock: rank threads
+/// sharing a GPU (--single-gpu-test) launch one kernel with different
+/// sizes, and setting it to exactly one launch's size could lower it under
+/// another thread's launch.
+static cudaError_t raiseSharedLimit(const void *kernel, size_t shared) {
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return e;
+  static std::mutex mutex;
+  static std::map<std::pair<const void *, int>, size_t> limits;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = limits.try_emplace({kernel, device}, 0);
+  if (fresh) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess)
+      it->second = size_t(std::max(attr.maxDynamicSharedSizeBytes, 0));
+    else
+      (void)cudaGetLastError(); // unknown: the attribute is set below
   }
+  if (shared <= it->second)
+    return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+  if (e == cudaSuccess)
+    it->second = shared;
+  return e;
+}
+
+/// Launches an attention split kernel with `shared` bytes of dynamic shared
+/// memory, opting in above what a block gets without.
+static cudaError_t launchWithShared(void (*kernel)(AttentionLaunch),
+                                    const AttentionLaunch &L, dim3 grid,
+                                    size_t shared, cudaStream_t stream) {
+  if (cudaError_t e =
+          raiseSharedLimit(reinterpret_cast<const void *>(kernel), shared);
+      e != cudaSuccess)
+    return e;
   kernel<<<grid, kAttentionThreads, shared, stream>>>(L);
   return cudaGetLastError();
 }
