@@ -54,6 +54,20 @@ if getattr(config, "braid_enable_cuda", False):
 elif require_gpu:
     lit_config.fatal("BRAID_REQUIRE_GPU is set but braid-run was built without CUDA")
 
+# `transformers`: a Python with torch, transformers and safetensors
+# (BRAID_HF_PYTHON, else the one running lit) for the tests that make
+# reference logits with scripts/hf_reference.py. CI installs none of them
+# (torch alone is gigabytes), so there those tests are UNSUPPORTED.
+hf_python = os.environ.get("BRAID_HF_PYTHON") or sys.executable
+try:
+    found = subprocess.run([hf_python, "-c", "import torch, transformers, safetensors"],
+                           capture_output=True, timeout=300)
+    if found.returncode == 0:
+        config.available_features.add("transformers")
+        config.substitutions.append(("%hfpython", hf_python))
+except (OSError, subprocess.TimeoutExpired):
+    pass
+
 # `mpi`: braid-run was built with the MPI bootstrap and mpirun exists.
 # %mpirun starts local processes, as root too (CI runs as root), with more
 # ranks than cores allowed.

@@ -37,7 +37,6 @@ Needs torch, transformers and safetensors (not needed by the tests):
   python3 make_golden.py a.json ... # only those configs' files
 """
 import json
-import math
 import pathlib
 import sys
 
@@ -47,108 +46,22 @@ import transformers
 from safetensors.numpy import save_file
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The weights and the forward pass are scripts/hf_reference.py's, the tool
+# users make their own reference files with.
+sys.path.insert(0, str(HERE.parents[3] / "scripts"))
+import hf_reference  # noqa: E402
+
 PROMPT = [1, 4007, 15823, 9, 271, 30000, 17, 8812, 2047, 31999, 5, 12345]
 FORCED = [77, 25000, 3, 19999]
 SEED = 0
 COLUMNS = 1024
-MASK64 = (1 << 64) - 1
-
-
-def splitmix64(x):
-    x = (x + np.uint64(0x9E3779B97F4A7C15)) & np.uint64(MASK64)
-    x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9))
-    x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB))
-    return x ^ (x >> np.uint64(31))
-
-
-def fnv1a(name):
-    h = 14695981039346656037
-    for byte in name.encode():
-        h ^= byte
-        h = (h * 1099511628211) & MASK64
-    return h
-
-
-def is_norm_weight(name):
-    if not name.endswith(".weight"):
-        return False
-    last = name[: -len(".weight")].split(".")[-1]
-    return "norm" in last or last.startswith("ln")
-
-
-def weight_scale(amplitude, shape):
-    """runtime/Weights.cpp weightScale: one fp32 scale per tensor."""
-    if amplitude == "flat":
-        return np.float32(0.02)
-    if len(shape) < 2:
-        return np.float32(0.25)
-    return np.float32(math.sqrt(3.0 / shape[-1]))  # double sqrt, one rounding
-
-
-def braid_weight(name, shape, amplitude):
-    """runtime/WeightFormula.h: weightFromHash over the full tensor."""
-    n = int(np.prod(shape))
-    with np.errstate(over="ignore"):
-        idx = np.arange(n, dtype=np.uint64) + np.uint64(fnv1a(name))
-        h = splitmix64(np.uint64(SEED) ^ splitmix64(idx))
-    u = (h >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / (1 << 23))
-    u = u - np.float32(1.0)
-    v = weight_scale(amplitude, shape) * u
-    if is_norm_weight(name):
-        v = np.float32(1.0) + v
-    return v.reshape(shape)
-
-
-def braid_name(hf_name, model_type):
-    """Braid names parameters as the checkpoints on the Hub do: GPT-2's
-    without the "transformer." prefix, GPT-NeoX's LM head "embed_out"
-    (transformers 5 calls the module lm_head and renames it on load)."""
-    if hf_name.startswith("transformer."):
-        return hf_name[len("transformer."):]
-    if model_type == "gpt_neox" and hf_name == "lm_head.weight":
-        return "embed_out.weight"
-    return hf_name
 
 
 def golden(config_path, dtype, amplitude):
-    cfg_dict = json.loads(config_path.read_text())
-    config = transformers.AutoConfig.for_model(**cfg_dict)
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    # fp32 first whatever the config's dtype says (from_config honours it): the
-    # weights are set in fp32 and rounded once, by .to(dtype), as Braid does.
-    model = transformers.AutoModelForCausalLM.from_config(
-        config, attn_implementation="eager", dtype=torch.float32)
-    state = {}
-    for name, tensor in model.state_dict().items():
-        if name == "lm_head.weight" and config.tie_word_embeddings:
-            continue
-        if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
-            continue  # GPT-2's causal-mask buffers, not weights
-        state[name] = torch.from_numpy(
-            braid_weight(braid_name(name, config.model_type), tuple(tensor.shape),
-                         amplitude))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
-    missing = [m for m in missing if not m.endswith((".attn.bias", ".attn.masked_bias"))]
-    assert not missing and not unexpected, (missing, unexpected)
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model = model.to(dtype).eval()
-    ids = torch.tensor([PROMPT + FORCED])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits.float().numpy()
-    vocab = logits.shape[-1]
-    columns = np.unique(np.linspace(0, vocab - 1, COLUMNS).round().astype(np.int64))
-    out = {
-        "columns": columns,
-        "input_ids": np.array([PROMPT], dtype=np.int64),
-        "step0.logits": np.ascontiguousarray(logits[:, : len(PROMPT), columns]),
-    }
-    for k in range(1, len(FORCED) + 1):
-        pos = len(PROMPT) - 1 + k
-        out[f"step{k}.logits"] = np.ascontiguousarray(logits[:, pos : pos + 1, columns])
-    return out
+    model = hf_reference.generated_model(config_path, amplitude, SEED)
+    columns = hf_reference.spread_columns(model.config.vocab_size, COLUMNS)
+    return hf_reference.reference_logits(model, dtype, [PROMPT], [FORCED],
+                                         all_positions=True, columns=columns)
 
 
 def rope_table(config_path):
