@@ -78,8 +78,9 @@ BRAID_HOST_DEVICE inline float weightFromHash(uint64_t seed, uint64_t nameHash,
   // 24 bits * 2^-23 - 1 is exact in fp32; only the scale and the norm
   // offset round. nvcc would fuse them into one FMA (one rounding, a
   // different value): the _rn intrinsics keep them two IEEE operations.
-  // GCC would too where the host has FMA; BraidRuntime, the host caller,
-  // is built with -ffp-contract=off (runtime/CMakeLists.txt).
+  // GCC would too where the host has FMA; the host's caller (Weights.cpp)
+  // is built with -ffp-contract=off (BraidRuntime, and braid-runtime-san in
+  // fuzz/).
   float u = float(h >> 40) * (1.0f / float(1 << 23)) - 1.0f;
 #if defined(__CUDA_ARCH__)
   float v = __fmul_rn(scale, u);

@@ -23,9 +23,13 @@ The model is either
     same --seed), to compare a run without --weights, given the same
     --weight-scale.
 
-Decode steps are teacher-forced: pass braid-run the same --tokens,
---force-tokens and --batch, so a near-tie argmax cannot make the runs
-diverge. Example (docs/frontend.md, "Checked against transformers"):
+Decode steps are teacher-forced: pass braid-run the same --tokens and
+--force-tokens (a plan compiled with braid-compile --batch B, or run with
+braid-run --sequences B), so a near-tie argmax cannot make the runs
+diverge; without forced tokens the file holds the prefill only (braid-run
+--steps 0). For a bf16 or fp16 plan compare with the fp32 reference: two
+bf16 implementations differ from each other about as much as each differs
+from fp32 (docs/frontend.md). Example:
 
   scripts/hf_reference.py ckpt/ --tokens 1,15043,29892 --force-tokens 338,263 \\
       --all-positions -o ref.safetensors
@@ -42,6 +46,7 @@ import argparse
 import json
 import math
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -155,7 +160,12 @@ def reference_logits(model, dtype, prompts, forced, all_positions, columns):
     ([B][S] ids) then `forced` ([B][N] ids, teacher-forced decode steps)."""
     import torch
 
-    model = model.to(dtype).eval()
+    # The parameters in `dtype`, the buffers (RoPE's inv_freq) as they are:
+    # transformers' own bf16 model keeps inv_freq in fp32, and .to(dtype)
+    # would round it, an angle error growing with the position.
+    model = model.eval()
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
     ids = torch.tensor([p + f for p, f in zip(prompts, forced)])
     with torch.no_grad():
         logits = model(input_ids=ids).logits.float().numpy()
@@ -177,13 +187,18 @@ def spread_columns(vocab, count):
     return np.unique(np.linspace(0, vocab - 1, count).round().astype(np.int64))
 
 
-def _ids(text, what):
-    try:
-        ids = [int(x) for x in text.replace(",", " ").split()]
-    except ValueError:
-        sys.exit(f"hf_reference: {what} '{text}' is not a list of token ids")
-    if any(i < 0 for i in ids):
-        sys.exit(f"hf_reference: {what} holds a negative token id")
+def _ids(lists, what):
+    """braid-run's id lists: comma-separated decimal ids, a repeated flag
+    appending to the list."""
+    ids = []
+    for text in lists or []:
+        items = text.split(",")
+        if items and items[-1] == "" and len(items) > 1:
+            items.pop()  # one trailing comma
+        if not all(re.fullmatch(r"[0-9]+", x) for x in items):
+            sys.exit(f"hf_reference: {what} '{text}' is not a comma-separated "
+                     f"list of token ids")
+        ids += [int(x) for x in items]
     return ids
 
 
@@ -206,17 +221,21 @@ def main(argv=None):
                         "(MODEL is a config.json)")
     p.add_argument("--seed", type=int, default=0,
                    help="braid-run --seed of the generated weights")
-    p.add_argument("--tokens", required=True,
-                   help="prompt ids, batch x prompt length, as braid-run's")
-    p.add_argument("--force-tokens", default="",
-                   help="decode inputs, batch x steps, as braid-run's")
+    p.add_argument("--tokens", required=True, action="append",
+                   help="prompt ids a,b,..., batch x prompt length, sequence "
+                        "after sequence, as braid-run's (repeated: appended)")
+    p.add_argument("--force-tokens", action="append",
+                   help="decode inputs a,b,..., batch x steps, as braid-run's "
+                        "(repeated: appended); none: the prefill only")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--all-positions", action="store_true",
                    help="step0 holds every prompt position (a plan compiled "
                         "with --prefill-all-logits)")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="dtype transformers runs in (the checkpoint is read "
-                        "in fp32 and rounded once)")
+                   help="dtype of the weights transformers runs with (read in "
+                        "fp32, rounded once). Check bf16/fp16 plans against "
+                        "the fp32 reference: two bf16 runs differ from each "
+                        "other about as much as each from fp32")
     p.add_argument("--columns", type=int, default=0,
                    help="keep N evenly spread vocabulary columns (0: all)")
     p.add_argument("-o", "--output", required=True)
@@ -228,8 +247,18 @@ def main(argv=None):
         sys.exit("hf_reference: --columns must be >= 0")
     if not 0 <= a.seed <= MASK64:
         sys.exit("hf_reference: --seed must be in [0, 2^64)")
+    if a.seed and not a.generated:
+        sys.exit("hf_reference: --seed is the generated weights' seed; a "
+                 "checkpoint has its own weights (give --generated, or no "
+                 "--seed)")
+    out_dir = pathlib.Path(a.output).resolve().parent
+    if not out_dir.is_dir():
+        sys.exit(f"hf_reference: -o {a.output}: directory '{out_dir}' does "
+                 f"not exist")
     prompts = _per_sequence(_ids(a.tokens, "--tokens"), a.batch, "--tokens")
     forced_ids = _ids(a.force_tokens, "--force-tokens")
+    if a.force_tokens is not None and not forced_ids:
+        sys.exit("hf_reference: --force-tokens needs at least one token id")
     forced = (_per_sequence(forced_ids, a.batch, "--force-tokens")
               if forced_ids else [[] for _ in range(a.batch)])
 

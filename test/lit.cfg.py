@@ -54,14 +54,20 @@ if getattr(config, "braid_enable_cuda", False):
 elif require_gpu:
     lit_config.fatal("BRAID_REQUIRE_GPU is set but braid-run was built without CUDA")
 
-# `transformers`: a Python with torch, transformers and safetensors
-# (BRAID_HF_PYTHON, else the one running lit) for the tests that make
-# reference logits with scripts/hf_reference.py. CI installs none of them
-# (torch alone is gigabytes), so there those tests are UNSUPPORTED.
+# `transformers`: a Python with torch, safetensors and transformers 5
+# (whose config format and `dtype=` the script uses) (BRAID_HF_PYTHON, else
+# the one running lit) for the tests that make reference logits with
+# scripts/hf_reference.py. Probed in the environment the tests run in (lit
+# passes them no PYTHONPATH). CI installs none of them (torch alone is
+# gigabytes), so there those tests are UNSUPPORTED.
 hf_python = os.environ.get("BRAID_HF_PYTHON") or sys.executable
+if os.sep in hf_python:
+    hf_python = os.path.abspath(hf_python)  # the tests run elsewhere
+hf_probe = ("import sys, torch, safetensors, transformers; "
+            "sys.exit(int(transformers.__version__.split('.')[0]) < 5)")
 try:
-    found = subprocess.run([hf_python, "-c", "import torch, transformers, safetensors"],
-                           capture_output=True, timeout=300)
+    found = subprocess.run([hf_python, "-c", hf_probe], capture_output=True,
+                           timeout=300, env=dict(config.environment))
     if found.returncode == 0:
         config.available_features.add("transformers")
         config.substitutions.append(("%hfpython", hf_python))
