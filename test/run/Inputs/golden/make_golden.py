@@ -4,7 +4,8 @@
 For each shrunk config in this directory (2 layers, real vocabulary, eps,
 theta, RoPE scaling, GQA ratio, tying and sliding window of the family it
 stands for), builds the Hugging Face model with Braid's deterministic
-weights (runtime/WeightFormula.h, re-implemented below bit for bit), runs
+weights (runtime/WeightFormula.h, re-implemented bit for bit in
+scripts/hf_reference.py), runs
 PROMPT + FORCED through it in one forward pass and stores, per amplitude
 and dtype, the logits braid-run --check-against compares:
 
@@ -31,6 +32,11 @@ Only C = 1024 evenly spread columns are kept so the files stay small with
 real vocabularies (128256 for Llama 3); any RoPE, mask or scale error moves
 every column. One forward over the whole sequence (no KV cache) is the
 reference for Braid's prefill + cached decode.
+
+The committed flat bf16 files were written while bf16 runs still rounded
+RoPE's inv_freq buffer too (transformers' own bf16 model keeps it fp32, as
+hf_reference.py now does); rewritten they differ by at most one bf16 ulp
+of their logits, and their distance from the fp32 files is unchanged.
 
 Needs torch, transformers and safetensors (not needed by the tests):
   python3 make_golden.py            # rewrites every *.safetensors here
