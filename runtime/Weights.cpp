@@ -37,10 +37,10 @@ const char *braid::rt::amplitudeName(weights::Amplitude amplitude) {
 
 std::optional<weights::Amplitude>
 braid::rt::parseAmplitude(std::string_view name) {
-  if (name == "flat")
-    return weights::Amplitude::Flat;
-  if (name == "fan-in")
-    return weights::Amplitude::FanIn;
+  for (weights::Amplitude a :
+       {weights::Amplitude::Flat, weights::Amplitude::FanIn})
+    if (name == amplitudeName(a))
+      return a;
   return std::nullopt;
 }
 

@@ -90,6 +90,21 @@ template <typename T> Apply setNumber(const std::string &flag, T &out) {
   };
 }
 
+/// One of an enum's spellings: `parse` gives its value, or nullopt for an
+/// unknown one, which is refused listing `choices`.
+template <typename E>
+Apply setChoice(const std::string &flag, E &out,
+                std::optional<E> (*parse)(std::string_view),
+                const std::string &choices) {
+  return [flag, &out, parse, choices](const std::string &v) -> Status {
+    std::optional<E> x = parse(v);
+    if (!x)
+      return errorf(flag, " '", v, "' is unknown; use ", choices);
+    out = *x;
+    return Status::ok();
+  };
+}
+
 template <typename T>
 Apply setOptionalNumber(const std::string &flag, std::optional<T> &out) {
   return [flag, &out](const std::string &v) -> Status {
@@ -429,14 +444,8 @@ void CommandLine::addWeights() {
         "values have std 1/sqrt(its last dim), vectors 0.25 x u, so "
         "attention is as peaked as in a trained model and a RoPE, mask or "
         "scale error moves the logits far more (the golden tests use both)",
-        [this](const std::string &v) -> Status {
-          auto amplitude = parseAmplitude(v);
-          if (!amplitude)
-            return errorf("--weight-scale '", v,
-                          "' is unknown; use flat or fan-in");
-          o_.weightScale = *amplitude;
-          return Status::ok();
-        });
+        setChoice("--weight-scale", o_.weightScale, parseAmplitude,
+                  "flat or fan-in"));
   value("--weights", "PATH", "generated weights, see --seed",
         "Hugging Face safetensors checkpoint instead: a .safetensors file, a "
         "sharded checkpoint's index (model.safetensors.index.json, shards "
@@ -528,14 +537,8 @@ void CommandLine::addCuda() {
         "tensor-core one applies (bf16/f16, head_dim 16, 32, 64, 80, 96 or "
         "128). auto: tensor cores for decode steps over a KV cache of at "
         "least 256 rows, where an H100 measured them faster",
-        [this](const std::string &v) -> Status {
-          auto kernel = cuda::parseAttentionKernel(v);
-          if (!kernel)
-            return errorf("--attention-kernel '", v,
-                          "' is unknown; use auto, split or tensor-core");
-          o_.attentionKernel = *kernel;
-          return Status::ok();
-        });
+        setChoice("--attention-kernel", o_.attentionKernel,
+                  cuda::parseAttentionKernel, "auto, split or tensor-core"));
   flag("--tensor-core-attention", "the same as --attention-kernel tensor-core",
        [this] { o_.attentionKernel = cuda::AttentionKernel::TensorCore; });
   flag("--fuse-cache-write",
