@@ -1397,7 +1397,7 @@ Status braid::rt::checkHostResources(const plan::Plan &plan,
 Expected<std::unique_ptr<ThreadedRunner>>
 ThreadedRunner::create(LoadedPlan plan, uint64_t seed) {
   RunnerOptions options;
-  options.seed = seed;
+  options.weights.seed = seed;
   return create(std::move(plan), options);
 }
 
@@ -1410,9 +1410,8 @@ ThreadedRunner::create(LoadedPlan plan, const RunnerOptions &options) {
   int world = plan.root().world_size();
   r->comm_ = std::make_unique<Communicator>(world, options.collectiveTimeout);
   for (int i = 0; i < world; ++i) {
-    auto in = Interpreter::create(
-        plan, i, *r->comm_, SyntheticWeights(options.seed, options.amplitude),
-        options.syntheticWeights);
+    auto in = Interpreter::create(plan, i, *r->comm_, options.weights,
+                                  options.syntheticWeights);
     if (!in)
       return in.status();
     (*in)->setTestStuck(i == options.testStuckRank);

@@ -63,9 +63,8 @@ constexpr int kMaxCpuRanks = 1024;
 
 /// How a ThreadedRunner is built.
 struct RunnerOptions {
-  /// Seed and amplitude of the generated weights.
-  uint64_t seed = 0;
-  weights::Amplitude amplitude = weights::Amplitude::Flat;
+  /// The generated weights: seed and amplitude.
+  SyntheticWeights weights;
   /// false: parameters start unset, for a caller that sets every one
   /// itself (a checkpoint; generating weights it then replaced doubled a
   /// checkpoint run's set-up); a step before then is an error.

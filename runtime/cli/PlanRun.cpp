@@ -109,8 +109,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
                              Bootstrap *processes) {
   if (backend == "cpu") {
     RunnerOptions ro;
-    ro.seed = o.seed;
-    ro.amplitude = o.weightScale;
+    ro.weights = SyntheticWeights(o.seed, o.weightScale);
     // loadCheckpoint sets every parameter (or fails).
     ro.syntheticWeights = !o.checkpoint;
     ro.collectiveTimeout = std::chrono::milliseconds(
@@ -133,8 +132,7 @@ Status PlanRun::createRunner(const std::string &path, const Options &o,
   if (backend == "cuda") {
     cuda::ExecutorOptions eo;
     eo.graph = o.graph;
-    eo.seed = o.seed;
-    eo.amplitude = o.weightScale;
+    eo.weights = SyntheticWeights(o.seed, o.weightScale);
     eo.stepTimeoutSeconds = o.timeout;
     eo.profile = profiling;
     eo.devices = o.devices;

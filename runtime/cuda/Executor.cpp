@@ -432,9 +432,8 @@ Status CudaRank::setUp() {
             cudaMalloc(mem.out(), std::max<size_t>(bytesOf(t), 1)));
         t.data = mem.get();
       }
-      BRAID_RETURN_IF_ERROR(generateParameter(
-          p, *param, rank_, SyntheticWeights(options_.seed, options_.amplitude),
-          t, nullptr));
+      BRAID_RETURN_IF_ERROR(
+          generateParameter(p, *param, rank_, options_.weights, t, nullptr));
       params_.push_back(std::move(mem));
       paramData_.push_back(t.data);
     }

@@ -58,8 +58,7 @@ struct ExecutorOptions {
   /// in NCCL's order (CommMatching.h); off only for tests of how a
   /// deadlocking exchange ends.
   bool checkCommunication = true;
-  uint64_t seed = 0; // deterministic weights: seed and amplitude
-  weights::Amplitude amplitude = weights::Amplitude::Flat;
+  SyntheticWeights weights; // deterministic weights: seed and amplitude
   size_t gemmWorkspaceBytes = size_t(32) << 20;
   double stepTimeoutSeconds = 120; // a stuck collective ends the step
   /// GPUs to use. One process for all ranks: devices[r] runs world rank r

@@ -53,7 +53,7 @@ void expectSameOnGpu(
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions options;
     options.graph = graph;
-    options.seed = 5;
+    options.weights.seed = 5;
     options.fuseEpilogues = fuseEpilogues;
     options.gemmAutotune = gemmAutotune;
     auto gpu = cuda::CudaRunner::create(*loaded, options);
@@ -124,7 +124,7 @@ TEST(CudaExecutor, SetParameterOfAPieceReachesItsPack) {
   for (bool graph : {false, true}) {
     cuda::ExecutorOptions options;
     options.graph = graph;
-    options.seed = 5;
+    options.weights.seed = 5;
     auto gpu = cuda::CudaRunner::create(*loaded, options);
     ASSERT_TRUE(gpu) << gpu.status().message();
     for (int step = 0; step < 2; ++step) {

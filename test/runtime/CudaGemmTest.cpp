@@ -313,7 +313,7 @@ void expectSameOnGpu(const PlanBuilder &pb, const TensorMap &in, double atol,
   for (bool graph : {false, true}) {
     cu::ExecutorOptions options;
     options.graph = graph;
-    options.seed = 5;
+    options.weights.seed = 5;
     auto gpu = cu::CudaRunner::create(*loaded, options);
     ASSERT_TRUE(gpu) << gpu.status().message();
     auto out = (*gpu)->run("prefill", {in});

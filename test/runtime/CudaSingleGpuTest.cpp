@@ -28,7 +28,7 @@ namespace {
 cuda::ExecutorOptions oneGpu(bool graph) {
   cuda::ExecutorOptions o;
   o.graph = graph;
-  o.seed = 5;
+  o.weights.seed = 5;
   o.singleGpuTest = true;
   return o;
 }

@@ -619,7 +619,7 @@ TEST(Interpreter, ParametersSetByTheCallerStartUnset) {
   auto loaded = loadPlan(pb.finish());
   ASSERT_TRUE(loaded) << loaded.status().message();
   RunnerOptions o;
-  o.seed = 11;
+  o.weights.seed = 11;
   auto synthetic = ThreadedRunner::create(*loaded, o);
   o.syntheticWeights = false;
   auto unset = ThreadedRunner::create(*loaded, o);

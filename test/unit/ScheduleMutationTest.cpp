@@ -86,7 +86,7 @@ rt::Expected<std::vector<rt::TensorMap>> run(const std::vector<uint8_t> &bytes,
   // in one stream's collective while its peer waits in the other's) ends
   // at this timeout; the default 60 s made two such mutants take 2 min.
   rt::RunnerOptions options;
-  options.seed = 3;
+  options.weights.seed = 3;
   options.collectiveTimeout = std::chrono::seconds(5);
   auto runner = rt::ThreadedRunner::create(*plan, options);
   if (!runner)
